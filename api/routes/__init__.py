@@ -1,0 +1,1 @@
+"""HTTP routes: thin handlers over the bus and the fold."""

@@ -1,0 +1,130 @@
+"""POST /v1/responses: validate, publish one RequestAccepted, fold the log into SSE or JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from api.admission import Admission
+from api.body import read_request
+from api.bus import Bus, BusUnavailable, EventLog
+from api.deps import AdmissionDep, BusDep, SettingsDep, require_api_key
+from api.errors import APIError
+from api.normalize import accept
+from api.request_model import ResponsesRequest
+from events import GenerationFailed, ResponseFold
+from events.ids import new_response_id
+
+router = APIRouter(dependencies=[Depends(require_api_key)])
+
+# Failures a worker reports about the request itself; with no output yet, a plain HTTP
+# client gets them as a 400 rather than a 200 carrying a failed Response.
+CLIENT_ERROR_CODES = frozenset({"context_length_exceeded", "invalid_prompt"})
+
+
+@router.post("/v1/responses")
+async def create_response(
+    request: Request, bus: BusDep, settings: SettingsDep, admission: AdmissionDep
+) -> Any:
+    body = await read_request(request, settings.max_body_bytes)
+    await check_model(bus, body)
+    admission.admit()
+    try:
+        event = accept(body, new_response_id())
+        events = await bus.follow(event.response_id)
+        await bus.publish_request(event)
+    except BaseException:
+        admission.release()
+        raise
+    if body.stream:
+        return EventSourceResponse(
+            sse_stream(events, bus, admission, event.response_id),
+            ping=int(settings.sse_ping_s),
+        )
+    return await json_reply(request, events, bus, admission, event.response_id)
+
+
+async def check_model(bus: Bus, body: ResponsesRequest) -> None:
+    card = await bus.model_card(body.model)
+    if card is None:
+        raise APIError(404, f"The model '{body.model}' does not exist.", param="model",
+                       code="model_not_found")
+    if body.thinking_token_budget not in (None, -1) and not card.supports_reasoning:
+        raise APIError(
+            400,
+            f"The model '{body.model}' has no reasoning markers, so 'thinking_token_budget' cannot apply.",
+            param="thinking_token_budget", code="invalid_value",
+        )
+    if not await bus.is_live(body.model):
+        raise APIError(503, f"No worker is serving the model '{body.model}' right now.",
+                       param="model", code="model_unavailable")
+
+
+async def fold_events(
+    events: EventLog, state: ResponseFold, idle: float = 1.0
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """Yield each batch of SSE events the fold produces, until the response is done.
+
+    A lost bus becomes a local generation.failed, so clients see `error` and
+    `response.failed` rather than a cut stream.
+    """
+    while not state.done:
+        try:
+            event = await events.next(timeout=idle)
+        except BusUnavailable as error:
+            failure = GenerationFailed(
+                response_id=state.request.response_id if state.request else "",
+                seq=state.last_seq + 1, code="bus_unavailable", message=str(error),
+            )
+            yield state.apply(failure)
+            return
+        if event is None:
+            yield []
+            continue
+        produced = state.apply(event)
+        if produced:
+            yield produced
+
+
+async def sse_stream(
+    events: EventLog, bus: Bus, admission: Admission, response_id: str
+) -> AsyncIterator[ServerSentEvent]:
+    state = ResponseFold()
+    try:
+        async for batch in fold_events(events, state):
+            for sse in batch:
+                yield ServerSentEvent(
+                    data=json.dumps(sse, separators=(",", ":")),
+                    event=sse["type"],
+                    id=str(sse["sequence_number"]),
+                )
+    finally:
+        admission.release()
+        await events.close()
+        if not state.done:
+            bus.cancel_soon(response_id, "client_disconnected")
+
+
+async def json_reply(
+    request: Request, events: EventLog, bus: Bus, admission: Admission, response_id: str
+) -> JSONResponse:
+    state = ResponseFold()
+    try:
+        async for _ in fold_events(events, state):
+            if not state.done and await request.is_disconnected():
+                bus.cancel_soon(response_id, "client_disconnected")
+                break
+    finally:
+        admission.release()
+        await events.close()
+    response = state.response()
+    error = response.get("error") or {}
+    if response["status"] == "failed" and error.get("code") in CLIENT_ERROR_CODES and not response["output"]:
+        last = next(e for e in reversed(state.sse_events) if e["type"] == "error")
+        raise APIError(400, error["message"], param=last.get("param"), code=error["code"])
+    return JSONResponse(response)

@@ -1,0 +1,29 @@
+"""Settings of the API process, read from SPATE_* environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ApiSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SPATE_", extra="ignore")
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    # Comma-separated keys; empty means no authentication.
+    api_keys: str = ""
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # Responses this replica may have open at once; past it, 429 with Retry-After.
+    max_inflight: int = Field(default=256, ge=1)
+    # How long one NATS operation may take before the request gets a 503.
+    nats_timeout_s: float = Field(default=2.0, gt=0)
+    # Keep-alive comment interval on SSE streams while the model is queued or thinking.
+    sse_ping_s: float = Field(default=15.0, gt=0)
+    events_max_age_s: float = Field(default=24 * 3600, gt=0)
+    worker_ttl_s: float = Field(default=10.0, gt=0)
+
+    @property
+    def api_key_set(self) -> frozenset[str]:
+        return frozenset(key.strip() for key in self.api_keys.split(",") if key.strip())

@@ -1,0 +1,1 @@
+"""The `spate` command: serve (everything on one machine), api, and worker."""

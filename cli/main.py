@@ -1,0 +1,154 @@
+"""`spate serve | api | worker`: the entry points people run."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+from cli.nats_server import EmbeddedNats
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spate", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="embedded NATS, one worker and the API")
+    serve.add_argument("--host", default=os.environ.get("SPATE_HOST", "127.0.0.1"))
+    serve.add_argument("--port", type=int, default=int(os.environ.get("SPATE_PORT", "8000")))
+    serve.add_argument("--nats-port", type=int, default=None,
+                       help="port of the embedded nats-server (default: a free one)")
+    serve.add_argument("--model", default=None, help="served name, .gguf file or model folder")
+    serve.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
+
+    api = commands.add_parser("api", help="the HTTP API alone")
+    api.add_argument("--host", default=None)
+    api.add_argument("--port", type=int, default=None)
+    api.add_argument("--nats-url", default=None)
+
+    worker = commands.add_parser("worker", help="one model worker alone")
+    worker.add_argument("--model", default=None)
+    worker.add_argument("--served-model-name", default=None)
+    worker.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
+    worker.add_argument("--max-num-seqs", type=int, default=None)
+    worker.add_argument("--nats-url", default=None)
+    return parser
+
+
+def _overrides(args: argparse.Namespace, names: list[str]) -> dict[str, object]:
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def run_api(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from api.app import create_app
+    from api.settings import ApiSettings
+
+    settings = ApiSettings(**_overrides(args, ["host", "port", "nats_url"]))
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
+                log_level="info", timeout_graceful_shutdown=5)
+
+
+def run_worker(args: argparse.Namespace) -> None:
+    from workers.served_model import load_engine_model
+    from workers.settings import WorkerSettings
+    from workers.worker import Worker
+
+    settings = WorkerSettings(
+        **_overrides(args, ["model", "served_model_name", "kernels", "max_num_seqs", "nats_url"])
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await Worker(settings, load_engine_model).run(stop)
+
+    asyncio.run(main())
+
+
+def _wait_ready(url: str, children: list[subprocess.Popen[bytes]], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(child.poll() is not None for child in children):
+            return False
+        try:
+            with urllib.request.urlopen(url, timeout=1) as reply:
+                if reply.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.3)
+    return False
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    log = logging.getLogger("spate.serve")
+    nats = None
+    nats_url = os.environ.get("SPATE_NATS_URL")
+    if not nats_url:
+        nats = EmbeddedNats(port=args.nats_port).start()
+        nats_url = nats.url
+        log.info("embedded nats-server with JetStream at %s", nats_url)
+    env = {**os.environ, "SPATE_NATS_URL": nats_url}
+    worker_cmd = [sys.executable, "-m", "cli.main", "worker"]
+    if args.model:
+        worker_cmd += ["--model", args.model]
+    if args.kernels:
+        worker_cmd += ["--kernels", args.kernels]
+    api_cmd = [sys.executable, "-m", "cli.main", "api", "--host", args.host,
+               "--port", str(args.port)]
+    children = [subprocess.Popen(worker_cmd, env=env), subprocess.Popen(api_cmd, env=env)]
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+        if _wait_ready(f"http://{host}:{args.port}/ready", children, timeout=600):
+            log.info("spate is ready at http://%s:%d (POST /v1/responses)", args.host, args.port)
+        while not stopping and all(child.poll() is None for child in children):
+            time.sleep(0.2)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        if nats is not None:
+            nats.stop()
+    failed = [child.returncode for child in children if child.returncode not in (0, -15, None)]
+    return 1 if failed and not stopping else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("SPATE_LOG_LEVEL", "INFO"), format=LOG_FORMAT)
+    args = _parser().parse_args(argv)
+    if args.command == "api":
+        run_api(args)
+    elif args.command == "worker":
+        run_worker(args)
+    else:
+        return run_serve(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""spate's event contract: event types, NATS names, the codec and the fold. No I/O."""
+
+from events.codec import AnyEvent, EventDecodeError, decode, encode
+from events.envelope import Event
+from events.fold import TERMINAL_SSE_TYPES, ResponseFold, fold
+from events.generation import (
+    CancelRequested,
+    GenerationFailed,
+    GenerationFinished,
+    GenerationStarted,
+    ReasoningEnded,
+    TokenLogprob,
+    TokensGenerated,
+    Usage,
+)
+from events.model_card import ModelCard
+from events.request import ChatMessage, RequestAccepted, SamplingSettings
+
+__all__ = [
+    "AnyEvent",
+    "CancelRequested",
+    "ChatMessage",
+    "Event",
+    "ModelCard",
+    "EventDecodeError",
+    "GenerationFailed",
+    "GenerationFinished",
+    "GenerationStarted",
+    "ReasoningEnded",
+    "RequestAccepted",
+    "ResponseFold",
+    "SamplingSettings",
+    "TERMINAL_SSE_TYPES",
+    "TokenLogprob",
+    "TokensGenerated",
+    "Usage",
+    "decode",
+    "encode",
+    "fold",
+]

@@ -1,0 +1,64 @@
+"""JSON codec for events: one discriminated union, with upcasting of older versions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, Union
+
+from pydantic import Field, TypeAdapter
+
+from events.generation import (
+    CancelRequested,
+    GenerationFailed,
+    GenerationFinished,
+    GenerationStarted,
+    ReasoningEnded,
+    TokensGenerated,
+)
+from events.request import RequestAccepted
+
+AnyEvent = Annotated[
+    Union[
+        RequestAccepted,
+        GenerationStarted,
+        TokensGenerated,
+        ReasoningEnded,
+        GenerationFinished,
+        GenerationFailed,
+        CancelRequested,
+    ],
+    Field(discriminator="type"),
+]
+
+_adapter: TypeAdapter[Any] = TypeAdapter(AnyEvent)
+
+# (type, version) -> function lifting a payload of that version to version + 1.
+# Add one entry per schema change; decode() applies them in order.
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+class EventDecodeError(ValueError):
+    """A payload that is not a spate event this code understands."""
+
+
+def encode(event: Any) -> bytes:
+    return event.model_dump_json().encode()
+
+
+def decode(data: bytes | str | dict[str, Any]) -> Any:
+    try:
+        payload = data if isinstance(data, dict) else json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise EventDecodeError(f"not JSON: {error}") from error
+    if not isinstance(payload, dict) or "type" not in payload:
+        raise EventDecodeError("an event is a JSON object with a 'type'")
+    version = payload.get("v", 1)
+    while (upcast := UPCASTERS.get((payload["type"], version))) is not None:
+        payload = upcast(payload)
+        version += 1
+        payload["v"] = version
+    try:
+        return _adapter.validate_python(payload)
+    except ValueError as error:
+        raise EventDecodeError(str(error)) from error

@@ -1,0 +1,96 @@
+"""Events a worker writes while it runs a response, and the cancellation the API writes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from events.envelope import Event
+
+Channel = Literal["reasoning", "text"]
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+class TokenLogprob(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    token: str
+    logprob: float
+    top_logprobs: tuple[tuple[str, float], ...] = ()
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    reasoning_tokens: int = Field(default=0, ge=0)
+    cached_tokens: int = Field(default=0, ge=0)
+
+
+class GenerationStarted(Event):
+    """A worker took the request; a replacement worker after a crash writes another."""
+
+    type: Literal["generation.started"] = "generation.started"
+    v: Literal[1] = 1
+
+    worker_id: str
+    input_tokens: int = Field(ge=0)
+    resumed_output_tokens: int = Field(default=0, ge=0)
+
+
+class TokensGenerated(Event):
+    """Text produced by one decode step on one channel, with the token ids behind it.
+
+    The ids let a replacement worker rebuild prompt + output after a crash; the text is
+    what clients see (it may lag the ids while a UTF-8 character or stop string is open).
+    """
+
+    type: Literal["tokens.generated"] = "tokens.generated"
+    v: Literal[1] = 1
+
+    channel: Channel
+    text: str
+    token_ids: tuple[int, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+class ReasoningEnded(Event):
+    """The think block closed: the model wrote the end marker, or the budget forced it."""
+
+    type: Literal["reasoning.ended"] = "reasoning.ended"
+    v: Literal[1] = 1
+
+    cause: Literal["model", "budget"]
+    reasoning_tokens: int = Field(ge=0)
+
+
+class GenerationFinished(Event):
+    """The terminal event of a response that ran to an end (including cancellation)."""
+
+    type: Literal["generation.finished"] = "generation.finished"
+    v: Literal[1] = 1
+
+    finish_reason: FinishReason
+    usage: Usage
+
+
+class GenerationFailed(Event):
+    """The terminal event of a response that could not be completed."""
+
+    type: Literal["generation.failed"] = "generation.failed"
+    v: Literal[1] = 1
+
+    code: str
+    message: str
+    param: str | None = None
+
+
+class CancelRequested(Event):
+    """Written by the API (client gone, or POST .../cancel) on the response's cancel subject."""
+
+    type: Literal["cancel.requested"] = "cancel.requested"
+    v: Literal[1] = 1
+
+    reason: Literal["client_disconnected", "requested"] = "requested"

@@ -1,0 +1,112 @@
+"""Builders for the OpenAI Response object and its output items, as plain JSON dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from events.generation import TokenLogprob, Usage
+from events.request import RequestAccepted
+
+
+def usage_object(usage: Usage) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {
+            "cached_tokens": usage.cached_tokens,
+            "cache_write_tokens": usage.input_tokens - usage.cached_tokens,
+        },
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def logprob_objects(logprobs: tuple[TokenLogprob, ...] | None) -> list[dict[str, Any]]:
+    if not logprobs:
+        return []
+    return [
+        {
+            "token": entry.token,
+            "bytes": list(entry.token.encode()),
+            "logprob": entry.logprob,
+            "top_logprobs": [
+                {"token": token, "bytes": list(token.encode()), "logprob": logprob}
+                for token, logprob in entry.top_logprobs
+            ],
+        }
+        for entry in logprobs
+    ]
+
+
+def reasoning_item(item_id: str, text: str | None, status: str) -> dict[str, Any]:
+    content = [] if text is None else [{"type": "reasoning_text", "text": text}]
+    return {"id": item_id, "type": "reasoning", "summary": [], "content": content, "status": status}
+
+
+def output_text_part(text: str, logprobs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs}
+
+
+def message_item(
+    item_id: str, text: str | None, logprobs: list[dict[str, Any]], status: str
+) -> dict[str, Any]:
+    content = [] if text is None else [output_text_part(text, logprobs)]
+    return {
+        "id": item_id,
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": content,
+    }
+
+
+# Echoed fields with the value a Response carries when the request left them out.
+ECHO_DEFAULTS: dict[str, Any] = {
+    "instructions": None,
+    "metadata": None,
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [],
+    "max_output_tokens": None,
+    "max_tool_calls": None,
+    "previous_response_id": None,
+    "reasoning": None,
+    "service_tier": "auto",
+    "store": False,
+    "background": False,
+    "text": {"format": {"type": "text"}},
+    "top_logprobs": None,
+    "truncation": "disabled",
+    "user": None,
+    "input_messages": None,
+    "output_messages": None,
+}
+
+
+def response_object(
+    request: RequestAccepted,
+    *,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: Usage | None = None,
+    error: dict[str, Any] | None = None,
+    incomplete_details: dict[str, Any] | None = None,
+    completed_at: float | None = None,
+) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "id": request.response_id,
+        "object": "response",
+        "created_at": int(request.created_at),
+        "model": request.model,
+        "status": status,
+        "output": output,
+        "usage": usage_object(usage) if usage is not None else None,
+        "error": error,
+        "incomplete_details": incomplete_details,
+        "completed_at": int(completed_at) if completed_at is not None else None,
+        "temperature": request.sampling.temperature,
+        "top_p": request.sampling.top_p,
+    }
+    response.update(ECHO_DEFAULTS)
+    response.update(request.echo)
+    return response

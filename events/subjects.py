@@ -1,0 +1,57 @@
+"""Every NATS name spate uses: streams, subjects, consumers and the model registry bucket.
+
+Queue consumers outside spate read these streams too, so the names are part of the
+public contract (docs/events.md).
+"""
+
+from __future__ import annotations
+
+import re
+
+REQUESTS_STREAM = "SPATE_REQUESTS"
+REQUESTS_SUBJECT_PREFIX = "spate.requests"
+
+EVENTS_STREAM = "SPATE_EVENTS"
+EVENTS_SUBJECT_PREFIX = "spate.events"
+CANCELS_SUBJECT_PREFIX = "spate.cancels"
+
+# Served models (name, context length, reasoning markers), one key per model; no TTL.
+MODELS_BUCKET = "spate_models"
+# Liveness: each worker re-puts its models' keys well inside the bucket's TTL.
+WORKERS_BUCKET = "spate_workers"
+
+_UNSAFE_TOKEN = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def subject_token(name: str) -> str:
+    """One NATS subject token for a free-form name (models may contain '.' or '/')."""
+    if not name:
+        raise ValueError("a subject token cannot be empty")
+    return _UNSAFE_TOKEN.sub("_", name)
+
+
+def request_subject(model: str) -> str:
+    return f"{REQUESTS_SUBJECT_PREFIX}.{subject_token(model)}"
+
+
+def events_subject(response_id: str) -> str:
+    return f"{EVENTS_SUBJECT_PREFIX}.{subject_token(response_id)}"
+
+
+def cancel_subject(response_id: str) -> str:
+    return f"{CANCELS_SUBJECT_PREFIX}.{subject_token(response_id)}"
+
+
+def worker_consumer(model: str) -> str:
+    """The durable pull consumer all workers serving `model` share."""
+    return f"spate-workers-{subject_token(model)}"
+
+
+def event_msg_id(response_id: str, seq: int) -> str:
+    """Nats-Msg-Id of one response event: a retried publish is dropped by JetStream."""
+    return f"{response_id}:{seq}"
+
+
+def model_key(model: str) -> str:
+    """Key of a model in the registry buckets."""
+    return subject_token(model)

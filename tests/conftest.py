@@ -1,0 +1,55 @@
+"""Session fixtures: a real nats-server, the API and a worker with the default model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from cli.nats_server import EmbeddedNats, free_port
+from tests.processes import SpateProcess, wait_http
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+MODEL_LOAD_TIMEOUT = 600
+
+
+@dataclass
+class Stack:
+    nats_url: str
+    base_url: str
+    api: SpateProcess
+    worker: SpateProcess | None = None
+
+
+@pytest.fixture(scope="session")
+def nats_server() -> Iterator[EmbeddedNats]:
+    with EmbeddedNats() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def api_server(nats_server: EmbeddedNats) -> Iterator[Stack]:
+    port = free_port()
+    api = SpateProcess(["api", "--port", str(port)], {"SPATE_NATS_URL": nats_server.url}, "api")
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{base_url}/health", api, timeout=60)
+        yield Stack(nats_server.url, base_url, api)
+    finally:
+        api.stop()
+
+
+@pytest.fixture(scope="session")
+def stack(api_server: Stack) -> Iterator[Stack]:
+    """The API plus one worker serving the default model, ready for requests."""
+    worker = SpateProcess(
+        ["worker", "--model", DEFAULT_MODEL, "--max-num-seqs", "16"],
+        {"SPATE_NATS_URL": api_server.nats_url, "SPATE_WORKER_ID": "test-worker"},
+        "worker",
+    )
+    try:
+        wait_http(f"{api_server.base_url}/ready", worker, timeout=MODEL_LOAD_TIMEOUT)
+        yield Stack(api_server.nats_url, api_server.base_url, api_server.api, worker)
+    finally:
+        worker.stop()

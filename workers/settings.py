@@ -1,0 +1,37 @@
+"""Settings of the worker process, read from SPATE_* environment variables and flags."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class WorkerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SPATE_", extra="ignore", protected_namespaces=())
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    # A served name (the default model), a .gguf file or a Hugging Face style folder.
+    model: str = DEFAULT_MODEL
+    # The name clients use; defaults to the model's own name.
+    served_model_name: str | None = None
+    worker_id: str = Field(default_factory=default_worker_id)
+    kernels: str = "auto"
+    max_num_seqs: int = Field(default=64, ge=1)
+    num_kv_blocks: int | None = Field(default=None, ge=1)
+    # JetStream redelivers a request whose worker stopped acking for this long.
+    ack_wait_s: float = Field(default=30.0, gt=1)
+    max_deliver: int = Field(default=5, ge=1)
+    heartbeat_s: float = Field(default=2.0, gt=0)
+    worker_ttl_s: float = Field(default=10.0, gt=0)
+    events_max_age_s: float = Field(default=24 * 3600, gt=0)
+    # On SIGTERM, running responses get this long to finish before they are handed back.
+    drain_timeout_s: float = Field(default=30.0, ge=0)
