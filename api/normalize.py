@@ -69,5 +69,5 @@ def accept(request: ResponsesRequest, response_id: str) -> RequestAccepted:
         reasoning_effort=request.reasoning.effort if request.reasoning else None,
         chat_template_kwargs=request.chat_template_kwargs or {},
         stream=request.stream,
-        echo=echo,
+        echo=echo_of(request),
     )

@@ -92,7 +92,9 @@ class Worker:
         try:
             await self._consume(requests, stop)
         finally:
-            await cancels.unsubscribe()
+            for subscription in (requests, cancels):
+                with contextlib.suppress(Exception):
+                    await subscription.unsubscribe()
             await self._drain()
             for task in background:
                 task.cancel()
@@ -109,7 +111,7 @@ class Worker:
             try:
                 self._nc = await nats.connect(
                     self.settings.nats_url, name=f"spate-worker-{self.settings.worker_id}",
-                    max_reconnect_attempts=-1, reconnect_time_wait=1,
+                    max_reconnect_attempts=-1, reconnect_time_wait=1, drain_timeout=5,
                 )
                 self._js = self._nc.jetstream()
                 await ensure_streams(self._js, self.settings.events_max_age_s, self.settings.worker_ttl_s)

@@ -1,0 +1,39 @@
+"""A model whose workers are gone gets a prompt 503, not a hang; /v1/models follows."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from tests.conftest import DEFAULT_MODEL, MODEL_LOAD_TIMEOUT, Stack
+from tests.processes import SpateProcess, wait_for
+
+SPARE = "spare-smollm"
+
+
+def listed(stack: Stack) -> set[str]:
+    reply = httpx.get(f"{stack.base_url}/v1/models", timeout=5)
+    return {model["id"] for model in reply.json()["data"]}
+
+
+def test_stopped_worker_means_503_within_two_seconds(stack: Stack) -> None:
+    spare = SpateProcess(
+        ["worker", "--model", DEFAULT_MODEL, "--served-model-name", SPARE, "--max-num-seqs", "2"],
+        {"SPATE_NATS_URL": stack.nats_url, "SPATE_WORKER_ID": "spare"}, "spare-worker",
+    )
+    try:
+        assert wait_for(lambda: SPARE in listed(stack) or not spare.alive(), MODEL_LOAD_TIMEOUT, 0.5)
+        assert spare.alive(), spare.output()[-3000:]
+        body = {"model": SPARE, "input": "Hi", "max_output_tokens": 2, "temperature": 0}
+        served = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=120)
+        assert served.status_code == 200, served.text
+    finally:
+        spare.stop()
+    started = time.monotonic()
+    reply = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=10)
+    assert time.monotonic() - started < 2.0
+    assert reply.status_code == 503, reply.text
+    assert reply.json()["error"]["param"] == "model"
+    assert SPARE not in listed(stack)
+    assert DEFAULT_MODEL in listed(stack)
