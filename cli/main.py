@@ -47,6 +47,13 @@ def _overrides(args: argparse.Namespace, names: list[str]) -> dict[str, object]:
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
+class _QuietProbes(logging.Filter):
+    """Drop access-log lines of health and readiness probes; keep every other request."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(probe in record.getMessage() for probe in ('"GET /ready ', '"GET /health '))
+
+
 def run_api(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -54,6 +61,7 @@ def run_api(args: argparse.Namespace) -> None:
     from api.settings import ApiSettings
 
     settings = ApiSettings(**_overrides(args, ["host", "port", "nats_url"]))
+    logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
                 log_level="info", timeout_graceful_shutdown=5)
 

@@ -1,0 +1,65 @@
+"""A worker killed mid-answer: the request is redelivered, a new worker continues the
+same log from the next seq, and the client's one stream has nothing lost or repeated."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from tests.conftest import DEFAULT_MODEL, MODEL_LOAD_TIMEOUT, Stack
+from tests.processes import SpateProcess, wait_for
+
+NAME = "crash-smollm"
+PROMPT = "Write three sentences about the sea."
+TOKENS = 60
+
+
+def worker(stack: Stack, worker_id: str) -> SpateProcess:
+    return SpateProcess(
+        ["worker", "--model", DEFAULT_MODEL, "--served-model-name", NAME, "--max-num-seqs", "2"],
+        {"SPATE_NATS_URL": stack.nats_url, "SPATE_WORKER_ID": worker_id, "SPATE_ACK_WAIT_S": "3"},
+        worker_id,
+    )
+
+
+def live(stack: Stack) -> bool:
+    models = httpx.get(f"{stack.base_url}/v1/models", timeout=5).json()["data"]
+    return any(model["id"] == NAME for model in models)
+
+
+def test_stream_survives_a_worker_kill(stack: Stack) -> None:
+    first = worker(stack, "crash-first")
+    second = None
+    try:
+        assert wait_for(lambda: live(stack) or not first.alive(), MODEL_LOAD_TIMEOUT, 0.5), first.output()
+        body = {"model": NAME, "input": PROMPT, "temperature": 0, "max_output_tokens": TOKENS}
+        expected = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=300).json()
+
+        events = []
+        with httpx.stream("POST", f"{stack.base_url}/v1/responses",
+                          json={**body, "stream": True}, timeout=300) as reply:
+            lines = reply.iter_lines()
+            for line in lines:
+                if line.startswith("data:"):
+                    events.append(json.loads(line[5:]))
+                    deltas = sum(e["type"] == "response.output_text.delta" for e in events)
+                    if deltas == 10:
+                        break
+            first.kill()
+            second = worker(stack, "crash-second")
+            for line in lines:
+                if line.startswith("data:"):
+                    events.append(json.loads(line[5:]))
+        assert [e["sequence_number"] for e in events] == list(range(len(events)))
+        assert events[-1]["type"] == "response.incomplete", events[-1]
+        text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+        final = events[-1]["response"]
+        assert text == final["output"][0]["content"][0]["text"]
+        assert text == expected["output"][0]["content"][0]["text"]
+        assert final["usage"]["output_tokens"] == TOKENS
+        assert "resuming" in second.output()
+    finally:
+        first.kill()
+        if second is not None:
+            second.stop()
