@@ -1,0 +1,244 @@
+"""Decode attention (one query per sequence) over the paged KV cache: kernel, launcher, reference.
+Long contexts are split across programs (flash-decoding) and merged by a second kernel."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from kernels._launch import (
+    FLOAT_DTYPES,
+    check_launchable,
+    check_paged_cache,
+    check_shape,
+    check_tensor,
+    dot_precision,
+    tl,
+    triton,
+    upcast_dot_inputs,
+)
+from kernels.context_splits import merge_context_splits, plan_context_splits
+
+# Tokens per inner-loop tile; gathered per token through the block table, so it is
+# independent of the cache block size.
+TOKENS_PER_TILE = 64
+LOG2_E = 1.4426950408889634
+
+
+@triton.jit
+def _paged_decode_attention_kernel(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    context_lens_ptr,
+    out_ptr,
+    partial_out_ptr,
+    partial_lse_ptr,
+    scale_log2,
+    q_seq_stride,
+    q_head_stride,
+    out_seq_stride,
+    out_head_stride,
+    cache_block_stride,
+    cache_token_stride,
+    cache_head_stride,
+    block_table_stride,
+    block_size,
+    head_dim,
+    num_q_heads,
+    num_splits,
+    tokens_per_split,
+    QUERIES_PER_KV: tl.constexpr,
+    BLOCK_GROUP: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    UPCAST_DOT_INPUTS: tl.constexpr,
+    SPLIT_KV: tl.constexpr,
+):
+    # One program per (sequence, KV head, context split) serves all query heads of that
+    # group, so each key/value tile is read from memory once.
+    seq = tl.program_id(0).to(tl.int64)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    context_len = tl.load(context_lens_ptr + seq)
+    split_start = split * tokens_per_split
+    split_end = tl.minimum(context_len, split_start + tokens_per_split)
+    group = tl.arange(0, BLOCK_GROUP)
+    dims = tl.arange(0, BLOCK_D)
+    q_heads = kv_head * QUERIES_PER_KV + group
+    q_mask = (group[:, None] < QUERIES_PER_KV) & (dims[None, :] < head_dim)
+    q = tl.load(
+        q_ptr + seq * q_seq_stride + q_heads[:, None] * q_head_stride + dims[None, :],
+        mask=q_mask,
+        other=0.0,
+    )
+    if UPCAST_DOT_INPUTS:
+        q = q.to(tl.float32)
+
+    running_max = tl.full([BLOCK_GROUP], float("-inf"), dtype=tl.float32)
+    running_sum = tl.zeros([BLOCK_GROUP], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_GROUP, BLOCK_D], dtype=tl.float32)
+    for tile_start in range(split_start, split_end, BLOCK_N):
+        tokens = tile_start + tl.arange(0, BLOCK_N)
+        in_context = tokens < split_end
+        physical_block = tl.load(
+            block_tables_ptr + seq * block_table_stride + tokens // block_size,
+            mask=in_context,
+            other=0,
+        ).to(tl.int64)
+        token_offsets = (
+            physical_block * cache_block_stride
+            + (tokens % block_size) * cache_token_stride
+            + kv_head * cache_head_stride
+        )
+        kv_mask = in_context[:, None] & (dims[None, :] < head_dim)
+        kv_offsets = token_offsets[:, None] + dims[None, :]
+        k = tl.load(k_cache_ptr + kv_offsets, mask=kv_mask, other=0.0)
+        if UPCAST_DOT_INPUTS:
+            k = k.to(tl.float32)
+        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale_log2
+        scores = tl.where(in_context[None, :], scores, float("-inf"))
+        new_max = tl.maximum(running_max, tl.max(scores, axis=1))
+        probs = tl.exp2(scores - new_max[:, None])
+        rescale = tl.exp2(running_max - new_max)
+        running_sum = running_sum * rescale + tl.sum(probs, axis=1)
+        v = tl.load(v_cache_ptr + kv_offsets, mask=kv_mask, other=0.0)
+        if UPCAST_DOT_INPUTS:
+            v = v.to(tl.float32)
+        # Probabilities are rounded to the cache dtype, as the tensor-core path needs.
+        probs = probs.to(v_cache_ptr.dtype.element_ty).to(v.dtype)
+        acc = acc * rescale[:, None] + tl.dot(probs, v, input_precision=DOT_PRECISION)
+        running_max = new_max
+    # An empty split (or a sequence with no context) gets zeros rather than 0/0.
+    acc = acc / tl.where(running_sum > 0, running_sum, 1.0)[:, None]
+    if SPLIT_KV:
+        # Keep this split's log2-sum-exp so the merge can weigh the splits; -inf if empty.
+        has_context = running_sum > 0
+        log_sum = tl.log2(tl.where(has_context, running_sum, 1.0))
+        lse = tl.where(has_context, running_max + log_sum, float("-inf"))
+        partial_rows = (seq * num_q_heads + q_heads) * num_splits + split
+        tl.store(partial_lse_ptr + partial_rows, lse, mask=group < QUERIES_PER_KV)
+        tl.store(
+            partial_out_ptr + partial_rows[:, None] * head_dim + dims[None, :], acc, mask=q_mask
+        )
+    else:
+        tl.store(
+            out_ptr + seq * out_seq_stride + q_heads[:, None] * out_head_stride + dims[None, :],
+            acc.to(out_ptr.dtype.element_ty),
+            mask=q_mask,
+        )
+
+
+def paged_decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """q[B, Hq, D] attends to the first context_lens[b] cached tokens of its sequence.
+
+    context_lens[b] must not exceed the table's capacity, block_tables.shape[1] * block_size
+    (not checked on the host: that would sync with the GPU).
+    """
+    check_tensor("q", q, ndim=3, dtypes=FLOAT_DTYPES)
+    batch, num_q_heads, head_dim = q.shape
+    block_size, num_kv_heads = check_paged_cache(q, k_cache, v_cache, block_tables)
+    if block_tables.shape[0] != batch:
+        raise ValueError(f"block_tables must have {batch} rows, got {block_tables.shape[0]}")
+    check_tensor(
+        "context_lens", context_lens, ndim=1, dtypes=(torch.int32,), inner_contiguous=False
+    )
+    check_shape("context_lens", context_lens, (batch,))
+    check_launchable(
+        q=q, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables, context_lens=context_lens
+    )
+    out = torch.empty((batch, num_q_heads, head_dim), dtype=q.dtype, device=q.device)
+    if batch == 0:
+        return out
+    queries_per_kv = num_q_heads // num_kv_heads
+    capacity = block_tables.shape[1] * block_size
+    splits, tokens_per_split = plan_context_splits(
+        batch, num_kv_heads, capacity, TOKENS_PER_TILE, q.device
+    )
+    # Partial results stay fp32 until merged; with one split the kernel writes out directly
+    # and never touches the partial buffers, so out stands in for them.
+    partial_out = (
+        torch.empty((batch, num_q_heads, splits, head_dim), device=q.device) if splits > 1 else out
+    )
+    partial_lse = torch.empty((batch, num_q_heads, splits), device=q.device) if splits > 1 else out
+    _paged_decode_attention_kernel[(batch, num_kv_heads, splits)](
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        context_lens.contiguous(),
+        out,
+        partial_out,
+        partial_lse,
+        float(scale) * LOG2_E,
+        q.stride(0),
+        q.stride(1),
+        out.stride(0),
+        out.stride(1),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        k_cache.stride(2),
+        block_tables.stride(0),
+        block_size,
+        head_dim,
+        num_q_heads,
+        splits,
+        tokens_per_split,
+        QUERIES_PER_KV=queries_per_kv,
+        BLOCK_GROUP=max(16, triton.next_power_of_2(queries_per_kv)),  # tl.dot needs >= 16 rows
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+        BLOCK_N=TOKENS_PER_TILE,
+        DOT_PRECISION=dot_precision(q.dtype),
+        UPCAST_DOT_INPUTS=upcast_dot_inputs(q.dtype),
+        SPLIT_KV=splits > 1,
+        num_warps=4,
+    )
+    if splits > 1:
+        merge_context_splits(partial_out, partial_lse, out)
+    return out
+
+
+def paged_decode_attention_ref(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Plain-torch decode attention, batched: gather every sequence's blocks into a padded
+    [B, L, Hk, D] tensor, mask positions past each context length, run SDPA once."""
+    batch = q.shape[0]
+    block_size = k_cache.shape[1]
+    max_context = int(context_lens.max()) if batch > 0 else 0
+    if max_context == 0:
+        return torch.zeros_like(q)
+    blocks_needed = -(-max_context // block_size)
+    block_ids = block_tables[:, :blocks_needed].long()
+    block_starts = torch.arange(blocks_needed, device=q.device) * block_size
+    # Table entries past a sequence's last block may hold padding: point them at block 0
+    # so the gather stays in bounds; those positions are masked anyway.
+    block_ids = torch.where(block_starts[None, :] < context_lens[:, None], block_ids, 0)
+    keys = k_cache[block_ids].flatten(1, 2)
+    values = v_cache[block_ids].flatten(1, 2)
+    positions = torch.arange(blocks_needed * block_size, device=q.device)
+    visible = positions[None, :] < context_lens[:, None]
+    out = F.scaled_dot_product_attention(
+        q.unsqueeze(2),
+        keys.transpose(1, 2),
+        values.transpose(1, 2),
+        attn_mask=visible[:, None, None, :],
+        scale=scale,
+        enable_gqa=True,
+    ).squeeze(2)
+    # Rows with no context come out of softmax as NaN; give them zeros like the kernel.
+    return out.masked_fill((context_lens == 0)[:, None, None], 0.0)

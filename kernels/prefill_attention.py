@@ -1,0 +1,242 @@
+"""Causal prefill attention for packed ragged sequences, keys and values read from the paged
+KV cache (cached prefix plus the new tokens): kernel, launcher, reference."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from kernels._launch import (
+    FLOAT_DTYPES,
+    check_launchable,
+    check_paged_cache,
+    check_shape,
+    check_tensor,
+    dot_precision,
+    tl,
+    triton,
+    upcast_dot_inputs,
+)
+
+# Query rows per program: whole queries times the query heads sharing one KV head.
+ROWS_PER_TILE = 64
+TOKENS_PER_TILE = 64
+LOG2_E = 1.4426950408889634
+
+
+@triton.jit
+def _prefill_attention_kernel(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    cu_seqlens_q_ptr,
+    context_lens_ptr,
+    out_ptr,
+    scale_log2,
+    q_token_stride,
+    q_head_stride,
+    out_token_stride,
+    out_head_stride,
+    cache_block_stride,
+    cache_token_stride,
+    cache_head_stride,
+    block_table_stride,
+    block_size,
+    head_dim,
+    QUERIES_PER_KV: tl.constexpr,
+    QUERIES_PER_TILE: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    UPCAST_DOT_INPUTS: tl.constexpr,
+):
+    # The grid covers the longest possible sequence (all T tokens) so the host never reads
+    # lengths back from the GPU; tiles past a sequence's end leave at once.
+    tile = tl.program_id(0)
+    seq = tl.program_id(1).to(tl.int64)
+    kv_head = tl.program_id(2)
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    first_query = tile * QUERIES_PER_TILE
+    if first_query >= q_len:
+        return
+    context_len = tl.load(context_lens_ptr + seq)
+    prefix_len = context_len - q_len
+
+    # Each row is one (query, head) pair of this KV head's group: K/V tiles are loaded once
+    # for all grouped query heads.
+    rows = tl.arange(0, BLOCK_ROWS)
+    query = first_query + rows // QUERIES_PER_KV
+    head = kv_head * QUERIES_PER_KV + rows % QUERIES_PER_KV
+    row_valid = (rows < QUERIES_PER_TILE * QUERIES_PER_KV) & (query < q_len)
+    query_position = prefix_len + query
+    dims = tl.arange(0, BLOCK_D)
+    token_rows = (q_start + query).to(tl.int64)
+    q_offsets = token_rows[:, None] * q_token_stride + head[:, None] * q_head_stride
+    q_mask = row_valid[:, None] & (dims[None, :] < head_dim)
+    q = tl.load(q_ptr + q_offsets + dims[None, :], mask=q_mask, other=0.0)
+    if UPCAST_DOT_INPUTS:
+        q = q.to(tl.float32)
+
+    running_max = tl.full([BLOCK_ROWS], float("-inf"), dtype=tl.float32)
+    running_sum = tl.zeros([BLOCK_ROWS], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_ROWS, BLOCK_D], dtype=tl.float32)
+    # Causality bounds the keys this tile can see by its last query's position.
+    last_query = tl.minimum(first_query + QUERIES_PER_TILE, q_len) - 1
+    keys_visible = prefix_len + last_query + 1
+    for tile_start in range(0, keys_visible, BLOCK_N):
+        tokens = tile_start + tl.arange(0, BLOCK_N)
+        in_context = tokens < keys_visible
+        physical_block = tl.load(
+            block_tables_ptr + seq * block_table_stride + tokens // block_size,
+            mask=in_context,
+            other=0,
+        ).to(tl.int64)
+        token_offsets = (
+            physical_block * cache_block_stride
+            + (tokens % block_size) * cache_token_stride
+            + kv_head * cache_head_stride
+        )
+        kv_mask = in_context[:, None] & (dims[None, :] < head_dim)
+        kv_offsets = token_offsets[:, None] + dims[None, :]
+        k = tl.load(k_cache_ptr + kv_offsets, mask=kv_mask, other=0.0)
+        if UPCAST_DOT_INPUTS:
+            k = k.to(tl.float32)
+        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale_log2
+        visible = in_context[None, :] & (tokens[None, :] <= query_position[:, None])
+        scores = tl.where(visible, scores, float("-inf"))
+        new_max = tl.maximum(running_max, tl.max(scores, axis=1))
+        # Padding rows can see nothing; keep their max finite so exp2 stays NaN-free.
+        new_max = tl.where(new_max == float("-inf"), 0.0, new_max)
+        probs = tl.exp2(scores - new_max[:, None])
+        rescale = tl.exp2(running_max - new_max)
+        running_sum = running_sum * rescale + tl.sum(probs, axis=1)
+        v = tl.load(v_cache_ptr + kv_offsets, mask=kv_mask, other=0.0)
+        if UPCAST_DOT_INPUTS:
+            v = v.to(tl.float32)
+        # Probabilities are rounded to the cache dtype, as the tensor-core path needs.
+        probs = probs.to(v_cache_ptr.dtype.element_ty).to(v.dtype)
+        acc = acc * rescale[:, None] + tl.dot(probs, v, input_precision=DOT_PRECISION)
+        running_max = new_max
+    acc = acc / tl.where(running_sum > 0, running_sum, 1.0)[:, None]
+    out_offsets = token_rows[:, None] * out_token_stride + head[:, None] * out_head_stride
+    tl.store(out_ptr + out_offsets + dims[None, :], acc.to(out_ptr.dtype.element_ty), mask=q_mask)
+
+
+def prefill_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Causal attention for q[T, Hq, D] packed by cu_seqlens_q; sequence b's new queries sit
+    at positions context_lens[b] - q_len .. context_lens[b] - 1 of its cached keys."""
+    check_tensor("q", q, ndim=3, dtypes=FLOAT_DTYPES)
+    num_tokens, num_q_heads, head_dim = q.shape
+    block_size, num_kv_heads = check_paged_cache(q, k_cache, v_cache, block_tables)
+    batch = block_tables.shape[0]
+    check_tensor(
+        "cu_seqlens_q", cu_seqlens_q, ndim=1, dtypes=(torch.int32,), inner_contiguous=False
+    )
+    check_shape("cu_seqlens_q", cu_seqlens_q, (batch + 1,))
+    check_tensor(
+        "context_lens", context_lens, ndim=1, dtypes=(torch.int32,), inner_contiguous=False
+    )
+    check_shape("context_lens", context_lens, (batch,))
+    check_launchable(
+        q=q,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        block_tables=block_tables,
+        cu_seqlens_q=cu_seqlens_q,
+        context_lens=context_lens,
+    )
+    out = torch.empty((num_tokens, num_q_heads, head_dim), dtype=q.dtype, device=q.device)
+    if num_tokens == 0 or batch == 0:
+        return out
+    queries_per_kv = num_q_heads // num_kv_heads
+    block_rows = max(ROWS_PER_TILE, triton.next_power_of_2(queries_per_kv))
+    queries_per_tile = block_rows // queries_per_kv
+    grid = (triton.cdiv(num_tokens, queries_per_tile), batch, num_kv_heads)
+    _prefill_attention_kernel[grid](
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        cu_seqlens_q.contiguous(),
+        context_lens.contiguous(),
+        out,
+        float(scale) * LOG2_E,
+        q.stride(0),
+        q.stride(1),
+        out.stride(0),
+        out.stride(1),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        k_cache.stride(2),
+        block_tables.stride(0),
+        block_size,
+        head_dim,
+        QUERIES_PER_KV=queries_per_kv,
+        QUERIES_PER_TILE=queries_per_tile,
+        BLOCK_ROWS=block_rows,
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+        BLOCK_N=TOKENS_PER_TILE,
+        DOT_PRECISION=dot_precision(q.dtype),
+        UPCAST_DOT_INPUTS=upcast_dot_inputs(q.dtype),
+        num_warps=4,
+    )
+    return out
+
+
+def prefill_attention_ref(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Plain-torch prefill: one SDPA call per sequence over keys gathered from its blocks."""
+    out = torch.empty_like(q)
+    block_size = k_cache.shape[1]
+    query_starts = cu_seqlens_q.tolist()
+    for seq, context_len in enumerate(context_lens.tolist()):
+        q_start, q_end = query_starts[seq], query_starts[seq + 1]
+        q_len = q_end - q_start
+        if q_len == 0:
+            continue
+        if context_len < q_len:
+            raise ValueError(
+                f"sequence {seq}: context length {context_len} is shorter than its "
+                f"{q_len} new tokens"
+            )
+        block_ids = block_tables[seq, : -(-context_len // block_size)].long()
+        keys = k_cache[block_ids].flatten(0, 1)[:context_len].transpose(0, 1)
+        values = v_cache[block_ids].flatten(0, 1)[:context_len].transpose(0, 1)
+        queries = q[q_start:q_end].transpose(0, 1)
+        if context_len == q_len:
+            # No cached prefix: top-left causal alignment is right and SDPA's fast path applies.
+            mask, is_causal = None, True
+        else:
+            prefix_len = context_len - q_len
+            key_positions = torch.arange(context_len, device=q.device)
+            query_positions = torch.arange(q_len, device=q.device) + prefix_len
+            mask, is_causal = key_positions[None, :] <= query_positions[:, None], False
+        attended = F.scaled_dot_product_attention(
+            queries.unsqueeze(0),
+            keys.unsqueeze(0),
+            values.unsqueeze(0),
+            attn_mask=mask,
+            is_causal=is_causal,
+            scale=scale,
+            enable_gqa=True,
+        )
+        out[q_start:q_end] = attended[0].transpose(0, 1)
+    return out

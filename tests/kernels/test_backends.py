@@ -1,0 +1,81 @@
+"""kernels.get_ops and kernels.resolve_backend: which implementations a backend name binds."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import kernels
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+OP_NAMES = (
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+    "store_kv_cache",
+    "paged_decode_attention",
+    "prefill_attention",
+    "apply_logits_processors",
+)
+
+
+def test_torch_backend_binds_the_references():
+    ops = kernels.get_ops("torch")
+    assert ops.backend == "torch"
+    for name in OP_NAMES:
+        assert getattr(ops, name) is getattr(kernels, f"{name}_ref")
+
+
+def test_triton_backend_binds_the_launchers(triton_ops):
+    assert triton_ops.backend == "triton"
+    for name in OP_NAMES:
+        assert getattr(triton_ops, name) is getattr(kernels, name)
+
+
+def test_auto_picks_triton_only_with_cuda():
+    expected = "triton" if torch.cuda.is_available() else "torch"
+    assert kernels.resolve_backend("auto") == expected
+    assert kernels.get_ops("auto").backend == expected
+
+
+def test_unknown_backend_is_rejected():
+    with pytest.raises(ValueError, match="unknown kernel backend"):
+        kernels.resolve_backend("cuda")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA makes the triton backend valid")
+def test_triton_without_cuda_needs_the_interpreter(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+        kernels.resolve_backend("triton")
+
+
+def test_torch_path_works_without_triton_installed():
+    # A None entry in sys.modules makes `import triton` raise ImportError, as if uninstalled.
+    script = (
+        "import sys; sys.modules['triton'] = None\n"
+        "import torch, kernels\n"
+        "ops = kernels.get_ops('auto')\n"
+        "assert ops.backend == 'torch', ops.backend\n"
+        "print(ops.silu_and_mul(torch.ones(2, 4)).shape)\n"
+        "try:\n"
+        "    kernels.silu_and_mul(torch.ones(2, 4))\n"
+        "except ValueError as error:\n"
+        "    print('launcher refused:', error)\n"
+    )
+    environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    environment.pop("TRITON_INTERPRET", None)
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "torch.Size([2, 2])" in result.stdout
+    assert "launcher refused: the triton backend needs the `triton` package" in result.stdout
