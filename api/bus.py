@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import nats
 from nats.js.api import DeliverPolicy
-from nats.js.errors import KeyNotFoundError
+from nats.js.errors import KeyNotFoundError, NotFoundError
 
 from api.settings import ApiSettings
 from events import CancelRequested, ModelCard, RequestAccepted, decode, encode
@@ -168,6 +168,16 @@ class Bus:
             inactive_threshold=60.0,
         )
         return log_
+
+    async def response_exists(self, response_id: str) -> bool:
+        js = self._require()
+        try:
+            await js.get_last_msg(EVENTS_STREAM, events_subject(response_id))
+        except NotFoundError:
+            return False
+        except Exception as error:
+            raise BusUnavailable(f"Could not read the event log: {error}") from error
+        return True
 
     async def model_card(self, model: str) -> ModelCard | None:
         self._require()

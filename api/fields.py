@@ -42,19 +42,40 @@ FIELDS: dict[str, tuple[Treatment, str]] = {
     "previous_response_id": (Treatment.NEEDS_STORE, f"needs the store ({STORE_ENV})"),
 }
 
+FIELDS.update({
+    "presence_penalty": (Treatment.HONORED, "[-2, 2]"),
+    "frequency_penalty": (Treatment.HONORED, "[-2, 2]"),
+    "repetition_penalty": (Treatment.HONORED, "> 0; 1 is off"),
+    "stop_token_ids": (Treatment.HONORED, "token ids that end the answer"),
+    "ignore_eos": (Treatment.HONORED, "keep generating past end-of-sequence"),
+    "skip_special_tokens": (Treatment.HONORED, "default true"),
+    "spaces_between_special_tokens": (Treatment.HONORED, "default true"),
+    "include_stop_str_in_output": (Treatment.HONORED, "keep the matched stop string in the text"),
+    "logit_bias": (Treatment.HONORED, "integer token ids; values clamped to [-100, 100]"),
+    "include_reasoning": (Treatment.HONORED, "false leaves the reasoning item out of output; usage still counts it"),
+    "include": (Treatment.HONORED, "message.output_text.logprobs gives logprobs; reasoning.encrypted_content is a no-op"),
+    "top_logprobs": (Treatment.HONORED, "0..20 alternatives per token, with include message.output_text.logprobs; echoed"),
+    "truncation": (Treatment.HONORED, "auto drops the oldest turns to fit; disabled (default) fails a long input on input; echoed"),
+    "request_id": (Treatment.HONORED, "becomes the response id (must be unused)"),
+    "priority": (Treatment.HONORED, "scheduler priority, lower runs first"),
+    "cache_salt": (Treatment.HONORED, "non-empty; isolates prefix-cache reuse"),
+    "enable_response_messages": (Treatment.HONORED, "input_messages / output_messages carry the rendered text and token ids"),
+    "session_id": (Treatment.HONORED, "carried on the request event as a routing hint"),
+    "kv_transfer_params": (Treatment.HONORED, "carried on the request event; echoed"),
+    "ec_transfer_params": (Treatment.HONORED, "carried on the request event"),
+    "vllm_xargs": (Treatment.HONORED, "carried on the request event"),
+    "max_tool_calls": (Treatment.ECHOED, ""),
+    "parallel_tool_calls": (Treatment.ECHOED, "no tools are served yet"),
+    "service_tier": (Treatment.ECHOED, ""),
+    "prompt_cache_key": (Treatment.ECHOED, ""),
+    "prompt_cache_options": (Treatment.ECHOED, ""),
+    "prompt_cache_retention": (Treatment.ECHOED, ""),
+    "safety_identifier": (Treatment.ECHOED, ""),
+})
+
 # Fields of the contract this server does not implement yet: a 400 naming the field,
 # never a silent drop.
-NOT_YET = (
-    "tools", "tool_choice", "parallel_tool_calls", "max_tool_calls", "service_tier",
-    "truncation", "presence_penalty", "frequency_penalty", "repetition_penalty",
-    "stop_token_ids", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
-    "include_stop_str_in_output", "logit_bias", "include_reasoning", "include",
-    "top_logprobs", "structured_outputs", "request_id", "priority", "cache_salt",
-    "enable_response_messages", "prompt_cache_key", "prompt_cache_options",
-    "prompt_cache_retention", "safety_identifier", "session_id", "kv_transfer_params",
-    "ec_transfer_params", "vllm_xargs",
-)
-for _name in NOT_YET:
+for _name in ("tools", "tool_choice", "structured_outputs"):
     FIELDS[_name] = (Treatment.REJECTED, "not supported by this server yet")
 
 # Fields a text-only server without prompt templates cannot honor.

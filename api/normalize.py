@@ -19,16 +19,38 @@ def messages_of(request: ResponsesRequest) -> tuple[ChatMessage, ...]:
     return tuple(messages)
 
 
+LOGIT_BIAS_LIMIT = 100.0
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+
+
+def _unset(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 def sampling_of(request: ResponsesRequest) -> SamplingSettings:
     stop = request.stop
+    wants_logprobs = LOGPROBS_INCLUDE in (request.include or [])
     return SamplingSettings(
-        temperature=1.0 if request.temperature is None else request.temperature,
-        top_p=1.0 if request.top_p is None else request.top_p,
+        temperature=_unset(request.temperature, 1.0),
+        top_p=_unset(request.top_p, 1.0),
         top_k=0 if request.top_k in (None, -1) else request.top_k,
-        min_p=request.min_p or 0.0,
+        min_p=_unset(request.min_p, 0.0),
+        presence_penalty=_unset(request.presence_penalty, 0.0),
+        frequency_penalty=_unset(request.frequency_penalty, 0.0),
+        repetition_penalty=_unset(request.repetition_penalty, 1.0),
         seed=request.seed,
         stop=(stop,) if isinstance(stop, str) else tuple(stop or ()),
+        stop_token_ids=tuple(request.stop_token_ids or ()),
+        ignore_eos=_unset(request.ignore_eos, False),
+        skip_special_tokens=_unset(request.skip_special_tokens, True),
+        spaces_between_special_tokens=_unset(request.spaces_between_special_tokens, True),
+        include_stop_str_in_output=_unset(request.include_stop_str_in_output, False),
+        logit_bias={
+            int(token_id): max(-LOGIT_BIAS_LIMIT, min(LOGIT_BIAS_LIMIT, bias))
+            for token_id, bias in (request.logit_bias or {}).items()
+        },
         max_output_tokens=request.max_output_tokens,
+        top_logprobs=_unset(request.top_logprobs, 0) if wants_logprobs else None,
     )
 
 
@@ -43,14 +65,22 @@ def thinking_switch(request: ResponsesRequest) -> bool | None:
     return request.reasoning.effort != "none"
 
 
+# Request fields the Response repeats as they came (when the request set them).
+ECHOED = (
+    "instructions", "metadata", "user", "max_output_tokens", "max_tool_calls",
+    "parallel_tool_calls", "service_tier", "top_logprobs", "truncation", "prompt_cache_key",
+    "prompt_cache_retention", "safety_identifier", "kv_transfer_params",
+)
+
+
 def echo_of(request: ResponsesRequest) -> dict[str, Any]:
     echo: dict[str, Any] = {
-        "instructions": request.instructions,
-        "metadata": request.metadata,
-        "user": request.user,
-        "max_output_tokens": request.max_output_tokens,
-        "reasoning": request.reasoning.model_dump() if request.reasoning else None,
+        name: getattr(request, name) for name in ECHOED if getattr(request, name) is not None
     }
+    if request.reasoning is not None:
+        echo["reasoning"] = request.reasoning.model_dump()
+    if request.prompt_cache_options is not None:
+        echo["prompt_cache_options"] = request.prompt_cache_options.model_dump(exclude_none=True)
     if request.text is not None:
         echo["text"] = request.text.model_dump(exclude_none=True) or {"format": {"type": "text"}}
     return echo
@@ -69,5 +99,14 @@ def accept(request: ResponsesRequest, response_id: str) -> RequestAccepted:
         reasoning_effort=request.reasoning.effort if request.reasoning else None,
         chat_template_kwargs=request.chat_template_kwargs or {},
         stream=request.stream,
+        truncation=request.truncation or "disabled",
+        include_reasoning=_unset(request.include_reasoning, True),
+        enable_response_messages=_unset(request.enable_response_messages, False),
+        priority=_unset(request.priority, 0),
+        cache_salt=request.cache_salt,
+        session_id=request.session_id,
+        kv_transfer_params=request.kv_transfer_params,
+        ec_transfer_params=request.ec_transfer_params,
+        vllm_xargs=request.vllm_xargs,
         echo=echo_of(request),
     )

@@ -60,6 +60,15 @@ class TextConfig(_Strict):
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
+class PromptCacheOptions(_Strict):
+    mode: Literal["implicit", "explicit"] | None = None
+    ttl: Literal["30m", "12h"] | None = None
+    comparison_response_id: str | None = None
+
+
+INCLUDABLE = ("message.output_text.logprobs", "reasoning.encrypted_content")
+
+
 class ResponsesRequest(_Strict):
     model: str = Field(min_length=1)
     input: str | list[MessageItem]
@@ -79,6 +88,34 @@ class ResponsesRequest(_Strict):
     text: TextConfig | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     thinking_token_budget: int | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    repetition_penalty: float | None = Field(default=None, gt=0)
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool | None = None
+    skip_special_tokens: bool | None = None
+    spaces_between_special_tokens: bool | None = None
+    include_stop_str_in_output: bool | None = None
+    logit_bias: dict[str, float] | None = None
+    include_reasoning: bool | None = None
+    include: list[str] | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    truncation: Literal["auto", "disabled"] | None = None
+    request_id: str | None = Field(default=None, min_length=1, max_length=200)
+    priority: int | None = None
+    cache_salt: str | None = Field(default=None, min_length=1)
+    enable_response_messages: bool | None = None
+    session_id: str | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    ec_transfer_params: dict[str, Any] | None = None
+    vllm_xargs: dict[str, Any] | None = None
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    parallel_tool_calls: bool | None = None
+    service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_options: PromptCacheOptions | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    safety_identifier: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -109,6 +146,35 @@ class ResponsesRequest(_Strict):
         strings = [value] if isinstance(value, str) else value or []
         if any(not s for s in strings):
             raise ValueError("stop strings must not be empty")
+        return value
+
+    @field_validator("stop_token_ids")
+    @classmethod
+    def _token_ids(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(token_id < 0 for token_id in value):
+            raise ValueError("token ids are non-negative integers")
+        return value
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _logit_bias(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is not None and any(not key.isdigit() for key in value):
+            raise ValueError("keys must be integer token ids")
+        return value
+
+    @field_validator("include")
+    @classmethod
+    def _include(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or []:
+            if entry not in INCLUDABLE:
+                raise ValueError(f"'{entry}' cannot be included; supported: {', '.join(INCLUDABLE)}")
+        return value
+
+    @field_validator("request_id")
+    @classmethod
+    def _request_id(cls, value: str | None) -> str | None:
+        if value is not None and not all(c.isalnum() or c in "_-" for c in value):
+            raise ValueError("use letters, digits, '_' and '-' only")
         return value
 
     @field_validator("metadata")

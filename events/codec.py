@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter
 
@@ -19,15 +19,7 @@ from events.generation import (
 from events.request import RequestAccepted
 
 AnyEvent = Annotated[
-    Union[
-        RequestAccepted,
-        GenerationStarted,
-        TokensGenerated,
-        ReasoningEnded,
-        GenerationFinished,
-        GenerationFailed,
-        CancelRequested,
-    ],
+    RequestAccepted | GenerationStarted | TokensGenerated | ReasoningEnded | GenerationFinished | GenerationFailed | CancelRequested,
     Field(discriminator="type"),
 ]
 

@@ -56,6 +56,10 @@ class ResponseFold:
         self.sse_events: list[SSEEvent] = []
         self._open: _OpenItem | None = None
         self._next_output_index = 0
+        # Kept only for enable_response_messages.
+        self._input_message: dict[str, Any] | None = None
+        self._output_token_ids: list[int] = []
+        self._raw_output_text: str | None = None
 
     @property
     def done(self) -> bool:
@@ -75,15 +79,20 @@ class ResponseFold:
                 self.status = "queued"
                 self._emit("response.created", response=self.response())
             case GenerationStarted():
+                if event.prompt_text is not None and self._input_message is None:
+                    self._input_message = _raw_message(event.prompt_text, event.prompt_token_ids or ())
                 self._start()
             case TokensGenerated():
                 self._start()
+                if self._accepted.enable_response_messages:
+                    self._output_token_ids.extend(event.token_ids)
                 self._on_tokens(event)
             case ReasoningEnded():
                 if self._open is not None and self._open.kind == "reasoning":
                     self._close_item("completed")
             case GenerationFinished():
                 self._start()
+                self._raw_output_text = event.raw_output_text
                 self._finish(event)
             case GenerationFailed():
                 self._close_item("incomplete")
@@ -93,14 +102,19 @@ class ResponseFold:
                 self._emit("response.failed", response=self.response())
         return self.sse_events[start:]
 
-    def response(self) -> dict[str, Any]:
+    @property
+    def _accepted(self) -> RequestAccepted:
         if self.request is None:
             raise ValueError("no request.accepted event folded yet")
+        return self.request
+
+    def response(self) -> dict[str, Any]:
+        request = self._accepted
         output = list(self.output)
         if self._open is not None:
             output.append(self._item_snapshot(self._open, "in_progress"))
-        return response_object(
-            self.request,
+        response = response_object(
+            request,
             status=self.status or "queued",
             output=output,
             usage=self.usage if self.done else None,
@@ -108,6 +122,13 @@ class ResponseFold:
             incomplete_details=self.incomplete_details,
             completed_at=self.completed_at,
         )
+        if request.enable_response_messages:
+            response["input_messages"] = [self._input_message] if self._input_message else []
+            response["output_messages"] = (
+                [_raw_message(self._raw_output_text, self._output_token_ids)]
+                if self._raw_output_text is not None else []
+            )
+        return response
 
     # -- transitions -------------------------------------------------------------------
 
@@ -120,6 +141,8 @@ class ResponseFold:
         kind = "reasoning" if event.channel == "reasoning" else "message"
         if not event.text and not event.logprobs:
             return
+        if kind == "reasoning" and not self._accepted.include_reasoning:
+            return  # left out of the output; usage still counts it
         item = self._open
         if item is None or item.kind != kind:
             self._close_item("completed")
@@ -154,7 +177,7 @@ class ResponseFold:
     def _open_item(self, kind: str) -> _OpenItem:
         output_index = self._next_output_index
         self._next_output_index += 1
-        response_id = self.request.response_id if self.request else ""
+        response_id = self._accepted.response_id
         prefix = "rs" if kind == "reasoning" else "msg"
         item = _OpenItem(kind, output_index, item_id(response_id, prefix, output_index))
         self._open = item
@@ -197,6 +220,10 @@ class ResponseFold:
         self.sse_events.append(
             {"type": sse_type, "sequence_number": len(self.sse_events), **fields}
         )
+
+
+def _raw_message(text: str, token_ids: Any) -> dict[str, Any]:
+    return {"type": "raw_message_tokens", "message": text, "tokens": list(token_ids)}
 
 
 def fold(events: list[Any]) -> ResponseFold:

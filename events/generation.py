@@ -38,6 +38,9 @@ class GenerationStarted(Event):
     worker_id: str
     input_tokens: int = Field(ge=0)
     resumed_output_tokens: int = Field(default=0, ge=0)
+    # The rendered prompt, only when the request set enable_response_messages.
+    prompt_text: str | None = None
+    prompt_token_ids: tuple[int, ...] | None = None
 
 
 class TokensGenerated(Event):
@@ -74,6 +77,9 @@ class GenerationFinished(Event):
 
     finish_reason: FinishReason
     usage: Usage
+    # The whole output as the model wrote it (markers included), only when the request
+    # set enable_response_messages; its token ids are those of the tokens.generated events.
+    raw_output_text: str | None = None
 
 
 class GenerationFailed(Event):

@@ -27,9 +27,21 @@ class SamplingSettings(BaseModel):
     top_p: float = 1.0
     top_k: int = 0
     min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    # Token id -> bias, already clamped to [-100, 100].
+    logit_bias: dict[int, float] = Field(default_factory=dict)
     max_output_tokens: int | None = None
+    # Alternatives per token when logprobs were asked for; None: no logprobs at all.
+    top_logprobs: int | None = None
 
 
 class RequestAccepted(Event):
@@ -51,4 +63,16 @@ class RequestAccepted(Event):
     reasoning_effort: str | None = None
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     stream: bool = False
+    # "auto" drops the oldest turns to fit the context; "disabled" fails a long input.
+    truncation: Literal["auto", "disabled"] = "disabled"
+    include_reasoning: bool = True
+    enable_response_messages: bool = False
+    # Scheduling and cache isolation.
+    priority: int = 0
+    cache_salt: str | None = None
+    # Routing hint and opaque pass-through for disaggregated deployments.
+    session_id: str | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    ec_transfer_params: dict[str, Any] | None = None
+    vllm_xargs: dict[str, Any] | None = None
     echo: dict[str, Any] = Field(default_factory=dict)

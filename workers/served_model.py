@@ -13,14 +13,20 @@ from events import ModelCard, RequestAccepted
 log = logging.getLogger("spate.worker.model")
 
 
-class PromptTooLong(ValueError):
-    pass
+class InvalidRequest(ValueError):
+    """The request cannot run on this model; `param` names the field at fault."""
+
+    def __init__(self, message: str, param: str, code: str = "invalid_value") -> None:
+        super().__init__(message)
+        self.param = param
+        self.code = code
 
 
 @dataclass(slots=True)
 class Prompt:
     token_ids: list[int]
     opens_reasoning: bool
+    text: str = ""
 
 
 class ServedModel(Protocol):
@@ -32,6 +38,10 @@ class ServedModel(Protocol):
     def build_prompt(self, request: RequestAccepted) -> Prompt: ...
 
     def sampling_params(self, request: RequestAccepted) -> Any: ...
+
+    def token_text(self, token_id: int) -> str: ...
+
+    def decode(self, token_ids: list[int]) -> str: ...
 
 
 class EngineModel:
@@ -53,35 +63,74 @@ class EngineModel:
         )
 
     def build_prompt(self, request: RequestAccepted) -> Prompt:
+        """Render and tokenize; with truncation "auto", drop the oldest turns until the
+        prompt leaves room for the answer, otherwise a long input is an error on `input`."""
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        room = min(request.sampling.max_output_tokens or 1, self.context_length // 2)
+        while True:
+            text, token_ids = self._render(request, messages)
+            fits = len(token_ids) + (room if request.truncation == "auto" else 0) < self.context_length
+            if fits:
+                return Prompt(token_ids, self.loaded.profile.prompt_opens_reasoning(text), text)
+            droppable = [i for i, m in enumerate(messages) if m["role"] not in ("system", "developer")]
+            if request.truncation != "auto" or len(droppable) <= 1:
+                raise InvalidRequest(
+                    f"The input is {len(token_ids)} tokens; this model's context holds "
+                    f"{self.context_length} tokens including the output.",
+                    param="input", code="context_length_exceeded",
+                )
+            del messages[droppable[0]]
+
+    def _render(self, request: RequestAccepted, messages: list[dict[str, Any]]) -> tuple[str, list[int]]:
         text = self.loaded.chat_template.render(
             messages,
             enable_thinking=request.enable_thinking,
             reasoning_effort=request.reasoning_effort,
             chat_template_kwargs=request.chat_template_kwargs,
         )
-        token_ids = self.loaded.tokenizer.encode(text)
-        if len(token_ids) >= self.context_length:
-            raise PromptTooLong(
-                f"The input is {len(token_ids)} tokens; this model's context holds "
-                f"{self.context_length} tokens including the output."
-            )
-        return Prompt(token_ids, self.loaded.profile.prompt_opens_reasoning(text))
+        return text, self.loaded.tokenizer.encode(text)
 
     def sampling_params(self, request: RequestAccepted) -> Any:
         from workers.engine.sampling_params import SamplingParams
 
         sampling = request.sampling
+        vocab_size = self.loaded.config.vocab_size
+        for param, token_ids in (("stop_token_ids", sampling.stop_token_ids),
+                                 ("logit_bias", tuple(sampling.logit_bias))):
+            unknown = [token_id for token_id in token_ids if token_id >= vocab_size]
+            if unknown:
+                raise InvalidRequest(
+                    f"Token ids {unknown} are outside this model's vocabulary of {vocab_size}.",
+                    param=param,
+                )
         return SamplingParams(
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             top_k=sampling.top_k,
             min_p=sampling.min_p,
+            presence_penalty=sampling.presence_penalty,
+            frequency_penalty=sampling.frequency_penalty,
+            repetition_penalty=sampling.repetition_penalty,
             seed=sampling.seed,
             stop=list(sampling.stop),
+            stop_token_ids=list(sampling.stop_token_ids),
+            ignore_eos=sampling.ignore_eos,
             max_tokens=sampling.max_output_tokens,
+            logit_bias=dict(sampling.logit_bias),
+            logprobs=sampling.top_logprobs,
+            include_stop_str_in_output=sampling.include_stop_str_in_output,
+            skip_special_tokens=sampling.skip_special_tokens,
+            spaces_between_special_tokens=sampling.spaces_between_special_tokens,
             thinking_token_budget=request.thinking_token_budget,
+            priority=request.priority,
+            cache_salt=request.cache_salt,
         )
+
+    def token_text(self, token_id: int) -> str:
+        return self.loaded.tokenizer.decode([token_id], skip_special_tokens=False)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.loaded.tokenizer.decode(token_ids, skip_special_tokens=False)
 
 
 def load_engine_model(settings: Any) -> EngineModel:

@@ -37,7 +37,7 @@ from events.subjects import (
 from workers.engine_loop import EngineLoop
 from workers.publisher import PublishFailed, ResponsePublisher
 from workers.recovery import PriorProgress, cancel_requested, read_progress
-from workers.served_model import PromptTooLong, ServedModel
+from workers.served_model import InvalidRequest, ServedModel
 from workers.settings import WorkerSettings
 
 log = logging.getLogger("spate.worker")
@@ -52,6 +52,8 @@ class Job:
     finished: bool = False
     # Which channel the next id-only event belongs to (the think block is open).
     in_reasoning: bool = False
+    # Every output token id, kept only for enable_response_messages.
+    output_token_ids: list[int] | None = None
 
 
 class Worker:
@@ -68,6 +70,18 @@ class Worker:
         self._outputs: asyncio.Queue[list[Any]] = asyncio.Queue()
         self._capacity = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def served(self) -> ServedModel:
+        if self._served is None:
+            raise RuntimeError("the model is not loaded yet")
+        return self._served
+
+    @property
+    def engine(self) -> EngineLoop:
+        if self._engine is None:
+            raise RuntimeError("the engine is not running yet")
+        return self._engine
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -122,7 +136,7 @@ class Worker:
                 delay = min(delay * 2, 5.0)
 
     async def _subscribe_requests(self) -> Any:
-        model = self._served.card.name  # type: ignore[union-attr]
+        model = self.served.card.name
         durable = worker_consumer(model)
         config = ConsumerConfig(
             durable_name=durable,
@@ -164,7 +178,7 @@ class Worker:
         while self._jobs and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.1)
         for job in list(self._jobs.values()):
-            self._engine.cancel(job.request.response_id)  # type: ignore[union-attr]
+            self.engine.cancel(job.request.response_id)
             with contextlib.suppress(Exception):
                 await job.publisher.flush()
                 await job.msg.nak()
@@ -196,9 +210,7 @@ class Worker:
                      delivered, progress.next_seq, len(progress.output_token_ids))
         job = Job(request, msg, ResponsePublisher(self._js, response_id, progress.next_seq))
         self._jobs[response_id] = job  # registered first, so a cancel from now on is seen
-        served = self._served
-        if served is None or self._engine is None:
-            raise RuntimeError("jobs start only after the model is loaded")
+        served = self.served
         try:
             if delivered >= self.settings.max_deliver and delivered > 1:
                 await self._fail(job, "worker_lost", f"The response failed after {delivered} delivery attempts.")
@@ -208,19 +220,24 @@ class Worker:
                 return
             prompt = await asyncio.to_thread(served.build_prompt, request)
             params = served.sampling_params(request)
-        except PromptTooLong as error:
-            await self._fail(job, "context_length_exceeded", str(error), param="input")
+        except InvalidRequest as error:
+            await self._fail(job, error.code, str(error), param=error.param)
             return
-        except ValueError as error:
+        except ValueError as error:  # the chat template refused the conversation
             await self._fail(job, "invalid_prompt", str(error), param="input")
             return
+        messages = request.enable_response_messages
+        if messages:
+            job.output_token_ids = list(progress.output_token_ids)
         await job.publisher.publish(
             GenerationStarted, worker_id=self.settings.worker_id,
             input_tokens=len(prompt.token_ids),
             resumed_output_tokens=len(progress.output_token_ids),
+            prompt_text=prompt.text if messages else None,
+            prompt_token_ids=tuple(prompt.token_ids) if messages else None,
         )
         job.in_reasoning = prompt.opens_reasoning
-        self._engine.add(
+        self.engine.add(
             response_id, prompt.token_ids, params,
             output_token_ids=progress.output_token_ids,
             prompt_opens_reasoning=prompt.opens_reasoning,
@@ -239,19 +256,21 @@ class Worker:
                     await self._publish_step(job, output)
                 except Exception as error:
                     log.exception("publishing %s failed", output.request_id)
-                    self._engine.cancel(output.request_id)  # type: ignore[union-attr]
+                    self.engine.cancel(output.request_id)
                     self._spawn(self._give_back(job, error))
 
     async def _publish_step(self, job: Job, output: Any) -> None:
         publish = job.publisher.publish
         token_ids = tuple(output.new_token_ids)
+        if job.output_token_ids is not None:
+            job.output_token_ids.extend(token_ids)
         reasoning = [d for d in output.deltas if d.channel == "reasoning"]
         text = [d for d in output.deltas if d.channel != "reasoning"]
         published_ids = False
         for delta in reasoning:
             job.in_reasoning = True
             await publish(TokensGenerated, channel="reasoning", text=delta.text,
-                          token_ids=() if published_ids else token_ids, logprobs=_logprobs(delta))
+                          token_ids=() if published_ids else token_ids, logprobs=self._logprobs(delta))
             published_ids = True
         if output.reasoning_ended:
             job.in_reasoning = False
@@ -260,7 +279,7 @@ class Worker:
         for delta in text:
             job.in_reasoning = False
             await publish(TokensGenerated, channel="text", text=delta.text,
-                          token_ids=() if published_ids else token_ids, logprobs=_logprobs(delta))
+                          token_ids=() if published_ids else token_ids, logprobs=self._logprobs(delta))
             published_ids = True
         if token_ids and not published_ids:
             # Every token id reaches the log (a replacement worker rebuilds from them),
@@ -269,7 +288,11 @@ class Worker:
             await publish(TokensGenerated, channel=channel, text="", token_ids=token_ids)
         if output.finished:
             job.finished = True
-            await publish(GenerationFinished, finish_reason=output.finish_reason, usage=_usage(output))
+            raw = None
+            if job.output_token_ids is not None:
+                raw = await asyncio.to_thread(self.served.decode, job.output_token_ids)
+            await publish(GenerationFinished, finish_reason=output.finish_reason,
+                          usage=_usage(output), raw_output_text=raw)
             self._spawn(self._settle(job))
 
     async def _settle(self, job: Job) -> None:
@@ -319,13 +342,25 @@ class Worker:
         job = self._jobs.get(response_id)
         if job is not None and not job.cancelled:
             job.cancelled = True
-            self._engine.cancel(response_id)  # type: ignore[union-attr]
+            self.engine.cancel(response_id)
+
+    def _logprobs(self, delta: Any) -> tuple[TokenLogprob, ...] | None:
+        if not delta.logprobs:
+            return None
+        text = self.served.token_text
+        return tuple(
+            TokenLogprob(
+                token=text(entry.token_id), logprob=entry.logprob,
+                top_logprobs=tuple((text(token_id), logprob) for token_id, logprob in entry.top_logprobs),
+            )
+            for entry in delta.logprobs
+        )
 
     # -- liveness ----------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
         """Advertise the model (TTL'd key) and keep running requests from redelivery."""
-        card = self._served.card  # type: ignore[union-attr]
+        card = self.served.card
         models = await self._js.key_value(MODELS_BUCKET)
         workers = await self._js.key_value(WORKERS_BUCKET)
         await models.put(model_key(card.name), card.model_dump_json().encode())
@@ -352,11 +387,3 @@ def _usage(output: Any) -> Usage:
     )
 
 
-def _logprobs(delta: Any) -> tuple[TokenLogprob, ...] | None:
-    if not getattr(delta, "logprobs", None):
-        return None
-    return tuple(
-        TokenLogprob(token=entry.token, logprob=entry.logprob,
-                     top_logprobs=tuple(entry.top_logprobs))
-        for entry in delta.logprobs
-    )

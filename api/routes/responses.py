@@ -24,7 +24,7 @@ router = APIRouter(dependencies=[Depends(require_api_key)])
 
 # Failures a worker reports about the request itself; with no output yet, a plain HTTP
 # client gets them as a 400 rather than a 200 carrying a failed Response.
-CLIENT_ERROR_CODES = frozenset({"context_length_exceeded", "invalid_prompt"})
+CLIENT_ERROR_CODES = frozenset({"context_length_exceeded", "invalid_prompt", "invalid_value"})
 
 
 @router.post("/v1/responses")
@@ -35,7 +35,7 @@ async def create_response(
     await check_model(bus, body)
     admission.admit()
     try:
-        event = accept(body, new_response_id())
+        event = accept(body, await response_id_for(bus, body))
         events = await bus.follow(event.response_id)
         await bus.publish_request(event)
     except BaseException:
@@ -47,6 +47,15 @@ async def create_response(
             ping=int(settings.sse_ping_s),
         )
     return await json_reply(request, events, bus, admission, event.response_id)
+
+
+async def response_id_for(bus: Bus, body: ResponsesRequest) -> str:
+    if body.request_id is None:
+        return new_response_id()
+    if await bus.response_exists(body.request_id):
+        raise APIError(400, f"The request_id '{body.request_id}' is already in use.",
+                       param="request_id", code="invalid_value")
+    return body.request_id
 
 
 async def check_model(bus: Bus, body: ResponsesRequest) -> None:

@@ -63,7 +63,7 @@ def test_unknown_key(api_server: Stack) -> None:
     assert error["param"] == "colour"
 
 
-@pytest.mark.parametrize("field", ["tools", "prompt", "logit_bias", "include"])
+@pytest.mark.parametrize("field", ["tools", "prompt", "structured_outputs", "mm_processor_kwargs"])
 def test_fields_not_served_yet_are_refused_by_name(api_server: Stack, field: str) -> None:
     error = error_of(post(api_server, {"model": MODEL, "input": "hi", field: [1]}), 400)
     assert error["param"] == field

@@ -1,0 +1,57 @@
+"""Write docs/api.md from the request model's field table (api/fields.py).
+
+    .venv/bin/python scripts/render_api_doc.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from api.fields import FIELDS  # noqa: E402
+
+HEADER = """# spate's Responses API: every request field and what spate does with it
+
+`POST /v1/responses` takes the body of OpenAI's Responses API. Nothing is dropped
+silently: each field below is honored, echoed on the Response, an accepted no-op, or
+refused with a 400 whose `error.param` names it. A key not listed here is a 400
+`Unknown parameter: 'x'.`. This page is written from `api/fields.py` (the request
+model's own table) by `scripts/render_api_doc.py`; `tests/api/test_fields_doc.py` fails
+when the two disagree.
+
+| field | treatment | notes |
+|---|---|---|
+"""
+
+FOOTER = """
+Sampling values a request leaves out are resolved (temperature 1, top_p 1, ...) and the
+Response echoes the resolved values.
+
+## Errors
+
+Every error is `{"error": {"message", "type", "param", "code"}}` with the matching
+status: 400 `invalid_request_error` (validation; `param` names the field, nested ones as
+`input[0].content`), 401 (a key is configured and the request has none or a wrong one),
+404 (unknown model), 413 (body over `SPATE_MAX_BODY_BYTES`), 429 with `Retry-After`
+(too many open responses), 503 (NATS unreachable, or no live worker for the model),
+500 `server_error` only for bugs. A non-streaming request whose input the worker finds
+too long (or otherwise unusable) gets a 400 naming `input`; a streaming one gets an
+`error` event with that `param`, then `response.failed`.
+
+## Other routes
+
+- `GET /v1/models`: the models some live worker serves.
+- `GET /health`: the process is up. `GET /ready`: NATS connected and at least one live worker.
+"""
+
+
+def render() -> str:
+    rows = "".join(f"| `{name}` | {treatment.value} | {note} |\n" for name, (treatment, note) in FIELDS.items())
+    return HEADER + rows + FOOTER
+
+
+if __name__ == "__main__":
+    (ROOT / "docs" / "api.md").write_text(render())
