@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any, Literal
 
 import nats
@@ -29,6 +30,11 @@ from events.subjects import (
 
 log = logging.getLogger("spate.api.bus")
 
+# Registry answers reused on the request path; a card changes only when a worker with a
+# different build of the model starts.
+CARD_CACHE_S = 5.0
+LIVE_CACHE_S = 0.5
+
 
 class BusUnavailable(Exception):
     """NATS cannot be reached (or did not answer in time)."""
@@ -46,6 +52,8 @@ class Bus:
         # Cancels sent from places that cannot await (a stream torn down by a
         # disconnect); referenced here until they finish.
         self._pending: set[asyncio.Task[None]] = set()
+        self._cards: dict[str, tuple[float, ModelCard]] = {}
+        self._live_until: dict[str, float] = {}
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -118,14 +126,19 @@ class Bus:
         js = self._require()
         payload = encode(event)
         try:
-            await js.publish(
-                events_subject(event.response_id), payload,
-                headers={"Nats-Msg-Id": event_msg_id(event.response_id, 0)},
-            )
-            await js.publish(
-                request_subject(event.model), payload,
-                headers={"Nats-Msg-Id": event.response_id},
-            )
+            # Both go out back to back on one connection and their acks are awaited
+            # together: one round trip instead of two.
+            acks = [
+                await js.publish_async(
+                    events_subject(event.response_id), payload,
+                    headers={"Nats-Msg-Id": event_msg_id(event.response_id, 0)},
+                ),
+                await js.publish_async(
+                    request_subject(event.model), payload,
+                    headers={"Nats-Msg-Id": event.response_id},
+                ),
+            ]
+            await asyncio.wait_for(asyncio.gather(*acks), self._settings.nats_timeout_s)
         except Exception as error:
             raise BusUnavailable(f"Could not publish the request: {error}") from error
 
@@ -181,22 +194,33 @@ class Bus:
 
     async def model_card(self, model: str) -> ModelCard | None:
         self._require()
+        cached = self._cards.get(model)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
         try:
             entry = await self._models.get(model_key(model))
         except KeyNotFoundError:
             return None
         except Exception as error:
             raise BusUnavailable(f"Could not read the model registry: {error}") from error
-        return ModelCard.model_validate_json(entry.value) if entry.value else None
+        card = ModelCard.model_validate_json(entry.value) if entry.value else None
+        if card is not None:
+            self._cards[model] = (time.monotonic() + CARD_CACHE_S, card)
+        return card
 
     async def is_live(self, model: str) -> bool:
+        """Whether some worker heartbeat for `model` is current. A yes is remembered
+        briefly (a hot path); a no never is, so a worker coming back is seen at once."""
         self._require()
+        if self._live_until.get(model, 0.0) > time.monotonic():
+            return True
         try:
             await self._workers.get(model_key(model))
         except KeyNotFoundError:
             return False
         except Exception as error:
             raise BusUnavailable(f"Could not read the worker registry: {error}") from error
+        self._live_until[model] = time.monotonic() + LIVE_CACHE_S
         return True
 
     async def live_models(self) -> list[ModelCard]:

@@ -22,9 +22,16 @@ from events.ids import new_response_id
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
-# Failures a worker reports about the request itself; with no output yet, a plain HTTP
-# client gets them as a 400 rather than a 200 carrying a failed Response.
-CLIENT_ERROR_CODES = frozenset({"context_length_exceeded", "invalid_prompt", "invalid_value"})
+# Failures that say the request itself was bad, or that nothing could serve it: with no
+# output yet, a plain HTTP client gets them as that status rather than a 200 carrying a
+# failed Response.
+ERROR_STATUS = {
+    "context_length_exceeded": 400,
+    "invalid_prompt": 400,
+    "invalid_value": 400,
+    "model_unavailable": 503,
+    "bus_unavailable": 503,
+}
 
 
 @router.post("/v1/responses")
@@ -75,22 +82,26 @@ async def check_model(bus: Bus, body: ResponsesRequest) -> None:
 
 
 async def fold_events(
-    events: EventLog, state: ResponseFold, idle: float = 1.0
+    events: EventLog, state: ResponseFold, bus: Bus, idle: float = 1.0
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """Yield each batch of SSE events the fold produces, until the response is done.
 
-    A lost bus becomes a local generation.failed, so clients see `error` and
-    `response.failed` rather than a cut stream.
+    A lost bus, or a queued request whose model lost its last worker, becomes a local
+    generation.failed, so clients see `error` and `response.failed`, never a hang.
     """
     while not state.done:
         try:
             event = await events.next(timeout=idle)
+            if event is None and state.status == "queued" and state.request is not None:
+                if not await bus.is_live(state.request.model):
+                    bus.cancel_soon(state.request.response_id, "requested")
+                    yield state.apply(local_failure(
+                        state, "model_unavailable",
+                        f"No worker is serving the model '{state.request.model}' any more.",
+                    ))
+                    return
         except BusUnavailable as error:
-            failure = GenerationFailed(
-                response_id=state.request.response_id if state.request else "",
-                seq=state.last_seq + 1, code="bus_unavailable", message=str(error),
-            )
-            yield state.apply(failure)
+            yield state.apply(local_failure(state, "bus_unavailable", str(error)))
             return
         if event is None:
             yield []
@@ -100,12 +111,20 @@ async def fold_events(
             yield produced
 
 
+def local_failure(state: ResponseFold, code: str, message: str) -> GenerationFailed:
+    """A failure this API replica observed; folded locally, never published."""
+    return GenerationFailed(
+        response_id=state.request.response_id if state.request else "unknown",
+        seq=state.last_seq + 1, code=code, message=message,
+    )
+
+
 async def sse_stream(
     events: EventLog, bus: Bus, admission: Admission, response_id: str
 ) -> AsyncIterator[ServerSentEvent]:
     state = ResponseFold()
     try:
-        async for batch in fold_events(events, state):
+        async for batch in fold_events(events, state, bus):
             for sse in batch:
                 yield ServerSentEvent(
                     data=json.dumps(sse, separators=(",", ":")),
@@ -124,7 +143,7 @@ async def json_reply(
 ) -> JSONResponse:
     state = ResponseFold()
     try:
-        async for _ in fold_events(events, state):
+        async for _ in fold_events(events, state, bus):
             if not state.done and await request.is_disconnected():
                 bus.cancel_soon(response_id, "client_disconnected")
                 break
@@ -133,7 +152,8 @@ async def json_reply(
         await events.close()
     response = state.response()
     error = response.get("error") or {}
-    if response["status"] == "failed" and error.get("code") in CLIENT_ERROR_CODES and not response["output"]:
+    status = ERROR_STATUS.get(error.get("code"))
+    if response["status"] == "failed" and status is not None and not response["output"]:
         last = next(e for e in reversed(state.sse_events) if e["type"] == "error")
-        raise APIError(400, error["message"], param=last.get("param"), code=error["code"])
+        raise APIError(status, error["message"], param=last.get("param"), code=error["code"])
     return JSONResponse(response)

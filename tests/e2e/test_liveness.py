@@ -37,3 +37,21 @@ def test_stopped_worker_means_503_within_two_seconds(stack: Stack) -> None:
     assert reply.json()["error"]["param"] == "model"
     assert SPARE not in listed(stack)
     assert DEFAULT_MODEL in listed(stack)
+
+
+def test_request_queued_for_a_dead_worker_fails_instead_of_hanging(stack: Stack) -> None:
+    name = "doomed-smollm"
+    doomed = SpateProcess(
+        ["worker", "--model", DEFAULT_MODEL, "--served-model-name", name, "--max-num-seqs", "2"],
+        {"SPATE_NATS_URL": stack.nats_url, "SPATE_WORKER_ID": "doomed"}, "doomed-worker",
+    )
+    try:
+        assert wait_for(lambda: name in listed(stack) or not doomed.alive(), MODEL_LOAD_TIMEOUT, 0.5)
+    finally:
+        doomed.kill()  # no goodbye: its liveness key lingers until the TTL runs out
+    started = time.monotonic()
+    reply = httpx.post(f"{stack.base_url}/v1/responses",
+                       json={"model": name, "input": "Hi", "max_output_tokens": 2}, timeout=60)
+    assert reply.status_code == 503, reply.text
+    assert reply.json()["error"]["code"] == "model_unavailable"
+    assert time.monotonic() - started < 15
