@@ -13,9 +13,10 @@ import nats
 from nats.js.api import DeliverPolicy
 from nats.js.errors import KeyNotFoundError, NotFoundError
 
+from api.errors import BusUnavailable
+from api.event_log import EventLog
 from api.settings import ApiSettings
 from events import CancelRequested, ModelCard, RequestAccepted, decode, encode
-from events.ordering import SeqOrder
 from events.streams import ensure_streams
 from events.subjects import (
     EVENTS_STREAM,
@@ -34,10 +35,6 @@ log = logging.getLogger("spate.api.bus")
 # different build of the model starts.
 CARD_CACHE_S = 5.0
 LIVE_CACHE_S = 0.5
-
-
-class BusUnavailable(Exception):
-    """NATS cannot be reached (or did not answer in time)."""
 
 
 class Bus:
@@ -168,19 +165,42 @@ class Bus:
     # -- reading -----------------------------------------------------------------------
 
     async def follow(self, response_id: str) -> EventLog:
-        """Subscribe to the response's log from seq 0 (an ordered push consumer: no
-        message twice, and it resets itself across reconnects)."""
-        js = self._require()
-        log_ = EventLog(self)
-        log_.subscription = await js.subscribe(
-            events_subject(response_id),
-            stream=EVENTS_STREAM,
-            cb=log_.on_message,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.ALL,
-            inactive_threshold=60.0,
-        )
+        """Start receiving the response's events; call before publishing its request."""
+        self._require()
+        log_ = EventLog(self, response_id)
+        await log_.start()
         return log_
+
+    async def subscribe_live(self, subject: str, callback: Any) -> Any:
+        """A plain subscription: every message JetStream stores on `subject` from now on
+        is also delivered here, with no consumer to create on the server."""
+        return await self._nc.subscribe(subject, cb=callback)
+
+    async def last_seq(self, response_id: str) -> int:
+        """The highest seq stored in the response's log, or -1."""
+        js = self._require()
+        try:
+            msg = await js.get_last_msg(EVENTS_STREAM, events_subject(response_id))
+        except NotFoundError:
+            return -1
+        return decode(msg.data).seq
+
+    async def replay(self, response_id: str, up_to_seq: int, timeout: float) -> list[Any]:
+        """Read the stored log from seq 0 through `up_to_seq` (an ordered consumer)."""
+        js = self._require()
+        subscription = await js.subscribe(
+            events_subject(response_id), stream=EVENTS_STREAM, ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL,
+        )
+        events: list[Any] = []
+        try:
+            while not events or max(event.seq for event in events[-1:]) < up_to_seq:
+                msg = await subscription.next_msg(timeout=timeout)
+                events.append(decode(msg.data))
+        finally:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+        return events
 
     async def response_exists(self, response_id: str) -> bool:
         js = self._require()
@@ -235,39 +255,3 @@ class Bus:
                 entry = await self._models.get(key)
                 cards.append(ModelCard.model_validate_json(entry.value))
         return cards
-
-
-class EventLog:
-    """One response's events as they arrive; `close()` when done."""
-
-    def __init__(self, bus: Bus) -> None:
-        self._bus = bus
-        self._queue: asyncio.Queue[bytes] = asyncio.Queue()
-        self._order = SeqOrder()
-        self._ready: list[Any] = []
-        self.subscription: Any = None
-
-    async def on_message(self, msg: Any) -> None:
-        # A callback subscription: cheaper on the hot path than iterating messages.
-        self._queue.put_nowait(msg.data)
-
-    async def next(self, timeout: float) -> Any | None:
-        """The next event, or None when none came within `timeout` seconds.
-
-        Raises BusUnavailable when NATS has been gone for a while, so a stream ends
-        with an error instead of hanging.
-        """
-        while not self._ready:
-            try:
-                data = await asyncio.wait_for(self._queue.get(), timeout)
-            except asyncio.TimeoutError:
-                if not self._bus.connected:
-                    raise BusUnavailable("Lost the connection to the message bus (NATS).") from None
-                return None
-            self._ready.extend(self._order.push(decode(data)))
-        return self._ready.pop(0)
-
-    async def close(self) -> None:
-        if self.subscription is not None:
-            with contextlib.suppress(Exception):
-                await self.subscription.unsubscribe()

@@ -12,9 +12,10 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.admission import Admission
 from api.body import read_request
-from api.bus import Bus, BusUnavailable, EventLog
+from api.bus import Bus, BusUnavailable
 from api.deps import AdmissionDep, BusDep, SettingsDep, require_api_key
 from api.errors import APIError
+from api.event_log import EventLog
 from api.normalize import accept
 from api.request_model import ResponsesRequest
 from events import GenerationFailed, ResponseFold

@@ -1,0 +1,76 @@
+"""One response's events, in seq order, as the API streams them.
+
+The live tail comes over a plain subscription (no server-side consumer per response,
+which keeps the first event fast under load). A plain subscription can miss a message
+(a reconnect, a slow consumer), so a gap in `seq`, or a quiet stream, is checked against
+the stored log and repaired from it: nothing lost, nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from api.errors import BusUnavailable
+from events import decode
+from events.ordering import SeqOrder
+from events.subjects import events_subject
+
+if TYPE_CHECKING:
+    from api.bus import Bus
+
+# How long an out-of-order event may wait for the one before it before the log is read.
+GAP_PATIENCE_S = 0.25
+
+
+class EventLog:
+    def __init__(self, bus: Bus, response_id: str) -> None:
+        self._bus = bus
+        self.response_id = response_id
+        self._queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self._order = SeqOrder()
+        self._ready: list[Any] = []
+        self._subscription: Any = None
+
+    async def start(self) -> None:
+        self._subscription = await self._bus.subscribe_live(
+            events_subject(self.response_id), self._on_message
+        )
+
+    async def _on_message(self, msg: Any) -> None:
+        # A callback subscription: cheaper on the hot path than iterating messages.
+        self._queue.put_nowait(msg.data)
+
+    async def next(self, timeout: float) -> Any | None:
+        """The next event, or None when none came within `timeout` seconds.
+
+        Raises BusUnavailable (from the bus) when NATS is gone, so a stream ends with an
+        error instead of hanging.
+        """
+        while not self._ready:
+            wait = GAP_PATIENCE_S if self._order.waiting else timeout
+            try:
+                data = await asyncio.wait_for(self._queue.get(), wait)
+            except asyncio.TimeoutError:
+                if not self._bus.connected:
+                    raise BusUnavailable("Lost the connection to the message bus (NATS).") from None
+                if await self._repair():
+                    continue
+                return None
+            self._ready.extend(self._order.push(decode(data)))
+        return self._ready.pop(0)
+
+    async def _repair(self) -> bool:
+        """Fill a gap from the stored log; True when that produced events."""
+        last = await self._bus.last_seq(self.response_id)
+        if last < self._order.next_seq:
+            return False
+        for event in await self._bus.replay(self.response_id, last, timeout=2.0):
+            self._ready.extend(self._order.push(event))
+        return bool(self._ready)
+
+    async def close(self) -> None:
+        if self._subscription is not None:
+            with contextlib.suppress(Exception):
+                await self._subscription.unsubscribe()
