@@ -1,0 +1,1 @@
+"""Tests of the model layer: loading, tokenization, templates and the forward pass."""

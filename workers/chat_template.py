@@ -1,0 +1,126 @@
+"""ChatTemplate: renders a model's Jinja chat template the way Hugging Face's apply_chat_template does."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.ext import Extension, loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+# Names render() sets itself; kwargs may not override them.
+_RESERVED = frozenset({"messages", "tools", "add_generation_prompt"})
+
+
+class ChatTemplateError(ValueError):
+    """The template raised (raise_exception) or failed to render: the request is malformed."""
+
+
+class _GenerationBlock(Extension):
+    """Accepts `{% generation %}...{% endgeneration %}` (training-mask markers) and renders the body."""
+
+    tags = {"generation"}
+
+    def parse(self, parser: Any) -> list[nodes.Node]:
+        next(parser.stream)
+        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+
+def _raise_exception(message: str) -> None:
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    # Jinja's own tojson escapes HTML characters; chat templates expect plain JSON.
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+
+def _strftime_now(format: str) -> str:
+    return datetime.now().strftime(format)
+
+
+def _environment() -> ImmutableSandboxedEnvironment:
+    environment = ImmutableSandboxedEnvironment(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[_GenerationBlock, loopcontrols],
+    )
+    environment.filters["tojson"] = _tojson
+    environment.globals["raise_exception"] = _raise_exception
+    environment.globals["strftime_now"] = _strftime_now
+    return environment
+
+
+def thinking_variant(source: str, reasoning_start: str) -> str:
+    """`source` plus: when `enable_thinking` is true, the generation prompt ends inside a think block.
+
+    For models whose own template knows nothing of thinking. Jinja drops one trailing newline
+    of a template, so it is dropped here too before appending, keeping the output of the
+    base template byte for byte.
+    """
+    base = source[:-1] if source.endswith("\n") else source
+    # A JSON string is also a valid Jinja string literal, escapes included.
+    opener = "{{ " + json.dumps(reasoning_start + "\n") + " }}"
+    condition = "{% if add_generation_prompt and enable_thinking is defined and enable_thinking %}"
+    return base + condition + opener + "{% endif %}"
+
+
+class ChatTemplate:
+    def __init__(
+        self,
+        source: str,
+        bos_token: str | None = None,
+        eos_token: str | None = None,
+        default_kwargs: dict[str, Any] | None = None,
+    ):
+        self.source = source
+        self.bos_token = bos_token or ""
+        self.eos_token = eos_token or ""
+        self.default_kwargs = dict(default_kwargs or {})
+        try:
+            self._template = _environment().from_string(source)
+        except jinja2.exceptions.TemplateSyntaxError as error:
+            raise ValueError(f"the chat template does not parse: {error}") from error
+
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        enable_thinking: bool | None = None,
+        reasoning_effort: str | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """The prompt text. Later sources win: defaults, chat_template_kwargs, keyword arguments."""
+        context: dict[str, Any] = {"bos_token": self.bos_token, "eos_token": self.eos_token}
+        context.update(self.default_kwargs)
+        context.update(chat_template_kwargs or {})
+        context.update(kwargs)
+        if enable_thinking is not None:
+            context["enable_thinking"] = enable_thinking
+        if reasoning_effort is not None:
+            context["reasoning_effort"] = reasoning_effort
+        clashing = _RESERVED & context.keys()
+        if clashing:
+            raise ChatTemplateError(f"chat template kwargs may not set {sorted(clashing)}")
+        # tools is always defined (None when absent), as transformers renders it.
+        context.update(messages=messages, tools=tools, add_generation_prompt=add_generation_prompt)
+        try:
+            return self._template.render(**context)
+        except (jinja2.exceptions.TemplateError, TypeError) as error:
+            # TypeError: a message shape the template cannot handle (content None, say).
+            raise ChatTemplateError(
+                f"the chat template rejected the conversation: {error}"
+            ) from error

