@@ -39,6 +39,12 @@ def encode(event: Any) -> bytes:
 
 
 def decode(data: bytes | str | dict[str, Any]) -> Any:
+    if not UPCASTERS and not isinstance(data, dict):
+        # The hot path (a token event per decode step): parse and validate in one pass.
+        try:
+            return _adapter.validate_json(data)
+        except ValueError as error:
+            raise EventDecodeError(str(error)) from error
     try:
         payload = data if isinstance(data, dict) else json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
