@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -9,6 +10,14 @@ import pytest
 
 from cli.nats_server import EmbeddedNats, free_port
 from tests.processes import SpateProcess, wait_http
+
+# Without a GPU the Triton kernels run under triton's interpreter, which triton reads when
+# a kernel is defined: it must be set here, before any test module imports `kernels`.
+if "TRITON_INTERPRET" not in os.environ:
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 MODEL_LOAD_TIMEOUT = 600
