@@ -1,0 +1,145 @@
+"""BlockManager: allocation, prefix reuse by chained hashes, salts, eviction and freeing."""
+
+from __future__ import annotations
+
+import pytest
+
+from workers.engine.block_manager import BlockManager
+from workers.engine.sampling_params import SamplingParams
+from workers.engine.sequence import Sequence
+
+BLOCK_SIZE = 4
+
+
+def make_sequence(token_ids, request_id="r", cache_salt=None, arrival_order=0):
+    params = SamplingParams(cache_salt=cache_salt)
+    return Sequence(request_id, arrival_order, list(token_ids), params, max_num_tokens=1000)
+
+
+def test_allocate_takes_one_block_per_block_size_tokens_and_free_returns_them():
+    manager = BlockManager(num_blocks=8, block_size=BLOCK_SIZE)
+    seq = make_sequence(range(10))
+    manager.allocate(seq)
+    assert len(seq.block_table) == 3
+    assert manager.num_free_blocks == 5
+    manager.free(seq)
+    assert seq.block_table == []
+    assert manager.num_free_blocks == 8
+
+
+def test_shared_prefix_reuses_full_blocks_and_counts_cached_tokens():
+    manager = BlockManager(num_blocks=8, block_size=BLOCK_SIZE)
+    first = make_sequence([1, 2, 3, 4, 5, 6, 7, 8, 9], "first")
+    second = make_sequence([1, 2, 3, 4, 5, 6, 7, 8, 42, 43], "second")
+    manager.allocate(first)
+    manager.allocate(second)
+    assert second.block_table[:2] == first.block_table[:2]
+    assert second.block_table[2] != first.block_table[2]
+    assert second.num_cached_tokens == 8
+    assert manager.blocks[first.block_table[0]].ref_count == 2
+    # Shared blocks stay held until the last holder lets go.
+    manager.free(first)
+    assert manager.blocks[second.block_table[0]].ref_count == 1
+    manager.free(second)
+    assert manager.num_free_blocks == 8
+
+
+def test_the_block_with_the_last_token_is_always_computed():
+    manager = BlockManager(num_blocks=8, block_size=BLOCK_SIZE)
+    first = make_sequence(range(8), "first")
+    manager.allocate(first)
+    again = make_sequence(range(8), "again")
+    manager.allocate(again)
+    # Eight tokens are two full blocks, but the second holds the last token, whose logits
+    # are needed, so only the first is reused.
+    assert again.num_cached_tokens == 4
+    assert again.block_table[0] == first.block_table[0]
+    assert again.block_table[1] != first.block_table[1]
+
+
+def test_freed_blocks_keep_their_prefix_until_evicted():
+    manager = BlockManager(num_blocks=4, block_size=BLOCK_SIZE)
+    first = make_sequence(range(9), "first")
+    manager.allocate(first)
+    manager.free(first)
+    later = make_sequence([*range(8), 99], "later")
+    assert manager.can_allocate(later)
+    manager.allocate(later)
+    assert later.num_cached_tokens == 8
+
+
+def test_uncached_free_blocks_are_used_before_cached_ones_are_evicted():
+    manager = BlockManager(num_blocks=4, block_size=BLOCK_SIZE)
+    cached = make_sequence(range(5), "cached")  # one full block, one partial
+    manager.allocate(cached)
+    manager.free(cached)
+    other = make_sequence([50, 51, 52, 53, 54, 55, 56], "other")  # needs 2 blocks
+    manager.allocate(other)
+    manager.free(other)
+    again = make_sequence([*range(4), 77], "again")
+    manager.allocate(again)
+    assert again.num_cached_tokens == 4
+
+
+def test_evicted_block_is_no_longer_found():
+    manager = BlockManager(num_blocks=2, block_size=BLOCK_SIZE)
+    first = make_sequence(range(5), "first")
+    manager.allocate(first)
+    manager.free(first)
+    filler = make_sequence(range(100, 108), "filler")
+    manager.allocate(filler)
+    manager.free(filler)
+    again = make_sequence(range(5), "again")
+    manager.allocate(again)
+    assert again.num_cached_tokens == 0
+
+
+def test_different_salts_never_share_blocks():
+    manager = BlockManager(num_blocks=16, block_size=BLOCK_SIZE)
+    tokens = list(range(13))
+    alice = make_sequence(tokens, "alice", cache_salt="alice")
+    bob = make_sequence(tokens, "bob", cache_salt="bob")
+    unsalted = make_sequence(tokens, "unsalted")
+    alice_again = make_sequence(tokens, "alice-again", cache_salt="alice")
+    for seq in (alice, bob, unsalted, alice_again):
+        manager.allocate(seq)
+    assert not set(alice.block_table) & set(bob.block_table)
+    assert not set(alice.block_table) & set(unsalted.block_table)
+    assert not set(bob.block_table) & set(unsalted.block_table)
+    assert bob.num_cached_tokens == 0 and unsalted.num_cached_tokens == 0
+    assert alice_again.num_cached_tokens == 12
+
+
+def test_decode_appends_a_block_when_the_last_one_is_full_and_registers_full_blocks():
+    manager = BlockManager(num_blocks=8, block_size=BLOCK_SIZE)
+    seq = make_sequence(range(4))
+    manager.allocate(seq)
+    assert len(seq.block_table) == 1
+    for token_id in range(100, 104):
+        seq.append_token(token_id)
+        assert manager.can_append(seq)
+        manager.may_append(seq)
+    assert len(seq.block_table) == 2
+    # The decoded block is full now, so a sequence with the same eight tokens plus one
+    # more finds both blocks.
+    follower = make_sequence([*range(4), 100, 101, 102, 103, 7], "follower")
+    manager.allocate(follower)
+    assert follower.block_table[:2] == seq.block_table
+    assert follower.num_cached_tokens == 8
+
+
+def test_can_allocate_and_can_append_report_exhaustion():
+    manager = BlockManager(num_blocks=2, block_size=BLOCK_SIZE)
+    seq = make_sequence(range(8))
+    assert manager.can_allocate(seq)
+    manager.allocate(seq)
+    assert not manager.can_allocate(make_sequence([9], "other"))
+    seq.append_token(8)
+    assert not manager.can_append(seq)
+    with pytest.raises(RuntimeError):
+        manager.may_append(seq)
+
+
+def test_invalid_sizes_are_rejected():
+    with pytest.raises(ValueError):
+        BlockManager(num_blocks=0, block_size=4)

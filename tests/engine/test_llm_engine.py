@@ -1,0 +1,238 @@
+"""LLMEngine end to end on the real default model: generation, batching invariance, seeds,
+stop conditions, cancellation and resuming a response."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine.conftest import run_to_completion
+from workers.engine import SamplingParams
+
+QUESTIONS = (
+    "What is the capital of France?",
+    "Name three primary colors.",
+    "Write a haiku about the sea.",
+    "How many legs does a spider have?",
+    "Explain what a noun is.",
+    "Give me a fun fact about cats.",
+    "What is 12 times 12?",
+    "Describe a sunset in one sentence.",
+)
+
+
+def greedy(max_tokens: int, **overrides) -> SamplingParams:
+    return SamplingParams(temperature=0.0, max_tokens=max_tokens, **overrides)
+
+
+def generate_alone(make_engine, prompt, params):
+    engine = make_engine()
+    engine.add_request("alone", prompt, params)
+    return run_to_completion(engine)["alone"]
+
+
+def test_greedy_answer_names_paris(make_engine, render_prompt):
+    prompt, _ = render_prompt("What is the capital of France?")
+    generation = generate_alone(make_engine, prompt, greedy(32))
+    assert "Paris" in generation.text()
+    assert generation.final.finished and generation.final.finish_reason == "stop"
+    assert generation.final.num_prompt_tokens == len(prompt)
+    assert generation.final.num_output_tokens == len(generation.token_ids)
+
+
+def test_concurrent_greedy_requests_match_each_run_alone(make_engine, render_prompt):
+    prompts = [render_prompt(question)[0] for question in QUESTIONS]
+    params = greedy(20)
+    alone = [generate_alone(make_engine, prompt, params).token_ids for prompt in prompts]
+    engine = make_engine()
+    for index, prompt in enumerate(prompts):
+        engine.add_request(f"r{index}", prompt, params)
+    together = run_to_completion(engine)
+    for index in range(len(prompts)):
+        assert together[f"r{index}"].token_ids == alone[index], QUESTIONS[index]
+
+
+def test_seeded_sampling_is_the_same_alone_and_in_a_busy_batch(make_engine, render_prompt):
+    prompt, _ = render_prompt("Tell me a story about a dragon.")
+    seeded = SamplingParams(temperature=0.9, top_p=0.95, seed=1234, max_tokens=24, ignore_eos=True)
+    alone = generate_alone(make_engine, prompt, seeded).token_ids
+    engine = make_engine()
+    for index, question in enumerate(QUESTIONS[:4]):
+        engine.add_request(f"unseeded{index}", render_prompt(question)[0], SamplingParams(max_tokens=30))
+        engine.add_request(f"greedy{index}", render_prompt(question)[0], greedy(10))
+    engine.step()  # the seeded one joins a batch that is already decoding
+    engine.add_request("seeded", prompt, seeded)
+    together = run_to_completion(engine)
+    assert together["seeded"].token_ids == alone
+    other_seed = SamplingParams(temperature=0.9, top_p=0.95, seed=99, max_tokens=24, ignore_eos=True)
+    assert generate_alone(make_engine, prompt, other_seed).token_ids != alone
+
+
+def test_max_tokens_finishes_with_length(make_engine, render_prompt):
+    prompt, _ = render_prompt("Write a long essay about the history of Rome.")
+    generation = generate_alone(make_engine, prompt, greedy(7))
+    assert len(generation.token_ids) == 7
+    assert [output.finished for output in generation.outputs] == [False] * 6 + [True]
+    assert generation.final.finish_reason == "length"
+
+
+def test_stop_string_spanning_tokens_ends_output_and_is_removed(make_engine, render_prompt, loaded_model):
+    prompt, _ = render_prompt("What is the capital of France?")
+    reference = generate_alone(make_engine, prompt, greedy(32))
+    text = reference.text()
+    tokenizer = loaded_model.tokenizer
+    # A stop string that starts inside one token and ends inside the next.
+    pieces = [tokenizer.decode([token_id]) for token_id in reference.token_ids]
+    boundary = len(pieces[0]) + len(pieces[1])
+    stop = text[boundary - 2 : boundary + 2]
+    assert len(stop) == 4 and text.find(stop) == boundary - 2
+    stopped = generate_alone(make_engine, prompt, greedy(32, stop=[stop]))
+    assert stopped.text() == text[: boundary - 2]
+    assert stopped.final.finish_reason == "stop"
+    included = generate_alone(
+        make_engine, prompt, greedy(32, stop=[stop], include_stop_str_in_output=True)
+    )
+    assert included.text() == text[: boundary + 2]
+
+
+def test_text_that_only_looks_like_a_stop_string_is_released(make_engine, render_prompt):
+    prompt, _ = render_prompt("What is the capital of France?")
+    reference = generate_alone(make_engine, prompt, greedy(32))
+    text = reference.text()
+    # The first characters of the answer begin this stop string, which never completes.
+    stop = text[:3] + "\x00never"
+    held = generate_alone(make_engine, prompt, greedy(32, stop=[stop]))
+    assert held.text() == text
+    assert held.token_ids == reference.token_ids
+
+
+def test_stop_token_ids_and_ignore_eos(make_engine, render_prompt, loaded_model):
+    prompt, _ = render_prompt("What is the capital of France?")
+    reference = generate_alone(make_engine, prompt, greedy(32))
+    stop_token = reference.token_ids[3]
+    stopped = generate_alone(make_engine, prompt, greedy(32, stop_token_ids=[stop_token]))
+    assert stopped.token_ids == reference.token_ids[:4]
+    assert stopped.final.finish_reason == "stop"
+    eos = loaded_model.tokenizer.eos_token_ids[0]
+    assert reference.token_ids[-1] == eos
+    ignoring = generate_alone(make_engine, prompt, greedy(len(reference.token_ids) + 3, ignore_eos=True))
+    assert ignoring.token_ids[: len(reference.token_ids)] == reference.token_ids
+    assert ignoring.final.finish_reason == "length"
+
+
+def test_cancel_stops_the_request_within_one_step_and_frees_its_blocks(make_engine, render_prompt):
+    engine = make_engine()
+    free_before = engine.block_manager.num_free_blocks
+    prompt, _ = render_prompt("Write a long essay about the history of Rome.")
+    engine.add_request("doomed", prompt, greedy(200))
+    engine.add_request("survivor", render_prompt("Name three primary colors.")[0], greedy(5))
+    for _ in range(3):
+        engine.step()
+    assert engine.block_manager.num_free_blocks < free_before
+    assert engine.cancel("doomed")
+    assert not engine.cancel("doomed")
+    outputs = engine.step()
+    cancelled = [output for output in outputs if output.request_id == "doomed"]
+    assert len(cancelled) == 1
+    assert cancelled[0].finished and cancelled[0].finish_reason == "cancelled"
+    assert not cancelled[0].new_token_ids
+    rest = run_to_completion(engine)
+    assert "doomed" not in rest
+    assert engine.block_manager.num_free_blocks == free_before
+
+
+def test_cancel_of_a_waiting_request_reports_it_on_the_next_step(make_engine, render_prompt):
+    engine = make_engine()
+    engine.add_request("queued", render_prompt("Name three primary colors.")[0], greedy(5))
+    assert engine.cancel("queued")
+    assert engine.has_unfinished_requests()
+    outputs = engine.step()
+    assert [(output.request_id, output.finish_reason) for output in outputs] == [("queued", "cancelled")]
+    assert not engine.has_unfinished_requests()
+
+
+def test_resumed_request_continues_exactly_like_the_uninterrupted_run(make_engine, render_prompt):
+    prompt, _ = render_prompt("Write a long essay about the history of Rome.")
+    params = greedy(40, ignore_eos=True)
+    full = generate_alone(make_engine, prompt, params)
+    assert len(full.token_ids) == 40
+    emitted_before = 17
+    resumed_engine = make_engine()
+    resumed_engine.add_request("resumed", prompt, params, output_token_ids=full.token_ids[:emitted_before])
+    resumed = run_to_completion(resumed_engine)["resumed"]
+    assert resumed.token_ids == full.token_ids[emitted_before:]
+    assert resumed.final.num_output_tokens == 40
+    # What the first engine streamed plus what the second one streams is the whole text:
+    # nothing lost, nothing repeated.
+    streamed_before = "".join(
+        delta.text for output in full.outputs[:emitted_before] for delta in output.deltas
+    )
+    assert streamed_before + resumed.text() == full.text()
+
+
+def test_resumed_seeded_request_continues_its_random_stream(make_engine, render_prompt):
+    prompt, _ = render_prompt("Tell me a story about a dragon.")
+    params = SamplingParams(temperature=1.0, seed=7, max_tokens=20, ignore_eos=True)
+    full = generate_alone(make_engine, prompt, params).token_ids
+    engine = make_engine()
+    engine.add_request("resumed", prompt, params, output_token_ids=full[:8])
+    assert run_to_completion(engine)["resumed"].token_ids == full[8:]
+
+
+def test_shared_prompt_prefix_is_served_from_the_cache(make_engine, render_prompt):
+    engine = make_engine()
+    prompt, _ = render_prompt("Write a long essay about the history of Rome. " * 4)
+    engine.add_request("first", prompt, greedy(4))
+    first = run_to_completion(engine)["first"]
+    engine.add_request("second", prompt, greedy(4))
+    second = run_to_completion(engine)["second"]
+    block_size = engine.config.block_size
+    assert first.final.num_cached_tokens == 0
+    assert second.final.num_cached_tokens == (len(prompt) - 1) // block_size * block_size
+    assert second.token_ids == first.token_ids
+    engine.add_request("salted", prompt, greedy(4, cache_salt="tenant-b"))
+    assert run_to_completion(engine)["salted"].final.num_cached_tokens == 0
+
+
+def test_preempted_sequences_finish_with_the_same_tokens(make_engine, render_prompt):
+    prompts = [render_prompt(question)[0] for question in QUESTIONS[:4]]
+    params = greedy(24, ignore_eos=True)
+    roomy = make_engine()
+    for index, prompt in enumerate(prompts):
+        roomy.add_request(f"r{index}", prompt, params)
+    expected = run_to_completion(roomy)
+    # Too few blocks for all four to finish side by side: some are preempted and recomputed.
+    blocks_for_longest = -(-(max(len(prompt) for prompt in prompts) + 24) // 16)
+    tight = make_engine(num_kv_blocks=blocks_for_longest + 2)
+    for index, prompt in enumerate(prompts):
+        tight.add_request(f"r{index}", prompt, params)
+    result = run_to_completion(tight)
+    assert tight.scheduler.num_preemptions > 0
+    for index in range(len(prompts)):
+        assert result[f"r{index}"].token_ids == expected[f"r{index}"].token_ids
+
+
+def test_logprobs_report_the_sampled_token_and_alternatives(make_engine, render_prompt):
+    prompt, _ = render_prompt("What is the capital of France?")
+    generation = generate_alone(make_engine, prompt, greedy(5, logprobs=3))
+    logprobs = [entry for output in generation.outputs for delta in output.deltas for entry in delta.logprobs]
+    assert logprobs
+    for entry in logprobs:
+        assert len(entry.top_logprobs) == 3
+        # Greedy picks the most likely token, so it heads its own alternatives.
+        assert entry.top_logprobs[0][0] == entry.token_id
+        assert entry.logprob == pytest.approx(entry.top_logprobs[0][1])
+        assert entry.logprob <= 0.0
+
+
+def test_invalid_requests_are_rejected(make_engine, render_prompt):
+    engine = make_engine()
+    prompt, _ = render_prompt("Hi")
+    with pytest.raises(ValueError):
+        engine.add_request("empty", [], greedy(4))
+    with pytest.raises(ValueError):
+        engine.add_request("outside", [engine.vocab_size], greedy(4))
+    with pytest.raises(ValueError):
+        engine.add_request("too-long", [1] * engine.max_model_len, greedy(4))
+    engine.add_request("twice", prompt, greedy(4))
+    with pytest.raises(ValueError):
+        engine.add_request("twice", prompt, greedy(4))

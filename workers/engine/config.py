@@ -1,0 +1,54 @@
+"""Settings of the continuous-batching engine: KV cache size, batch limits and kernel backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KERNEL_BACKENDS = ("auto", "triton", "torch")
+KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    # Tokens per KV-cache block; also the granularity of prefix reuse.
+    block_size: int = 16
+    # Fixed number of KV blocks; None sizes the cache from kv_cache_memory_fraction.
+    num_kv_blocks: int | None = None
+    # Share of the device's memory given to the KV cache: of the GPU's free memory after
+    # loading on CUDA, of the host's available memory on CPU.
+    kv_cache_memory_fraction: float = 0.1
+    max_num_seqs: int = 64
+    # Tokens one prefill step may compute. Prompts are not split across steps, so this is
+    # also the longest prompt (plus resumed output) the engine accepts.
+    max_num_batched_tokens: int = 8192
+    # Longest sequence (prompt plus output); None takes the model's context length.
+    max_model_len: int | None = None
+    kernels: str = "auto"
+    # KV-cache dtype; "auto" follows the model's weights.
+    dtype: str = "auto"
+    # CPU threads for the forward pass; None uses every core this process may run on.
+    num_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1:
+            raise ValueError(f"block_size must be positive, got {self.block_size}")
+        if self.num_kv_blocks is not None and self.num_kv_blocks < 1:
+            raise ValueError(f"num_kv_blocks must be positive, got {self.num_kv_blocks}")
+        if not 0.0 < self.kv_cache_memory_fraction <= 1.0:
+            raise ValueError(
+                f"kv_cache_memory_fraction must lie in (0, 1], got {self.kv_cache_memory_fraction}"
+            )
+        if self.max_num_seqs < 1:
+            raise ValueError(f"max_num_seqs must be positive, got {self.max_num_seqs}")
+        if self.max_num_batched_tokens < 1:
+            raise ValueError(
+                f"max_num_batched_tokens must be positive, got {self.max_num_batched_tokens}"
+            )
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ValueError(f"max_model_len must be at least 2, got {self.max_model_len}")
+        if self.kernels not in KERNEL_BACKENDS:
+            raise ValueError(f"kernels must be one of {KERNEL_BACKENDS}, got {self.kernels!r}")
+        if self.dtype not in KV_CACHE_DTYPES:
+            raise ValueError(f"dtype must be one of {KV_CACHE_DTYPES}, got {self.dtype!r}")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ValueError(f"num_threads must be positive, got {self.num_threads}")

@@ -1,0 +1,191 @@
+"""LLMEngine: requests in, per-step RequestOutputs out; ties the scheduler, the model runner,
+the think-budget logic and the output processor together. Synchronous: the worker calls
+it from a thread of its own."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence as TokenIds
+from dataclasses import dataclass
+
+from workers.engine.block_manager import BlockManager
+from workers.engine.config import EngineConfig
+from workers.engine.model_runner import ModelRunner
+from workers.engine.output_processor import Delta, OutputProcessor
+from workers.engine.sampling_params import SamplingParams
+from workers.engine.scheduler import Scheduler
+from workers.engine.sequence import Sequence
+from workers.engine.thinking_budget import ReasoningMarkers, ThinkEvent, ThinkingBudget
+from workers.model import LoadedModel
+
+
+@dataclass(slots=True)
+class RequestOutput:
+    request_id: str
+    # Text of this step by channel ("reasoning" or "text"), in order.
+    deltas: list[Delta]
+    # Every token generated this step, markers included: what a resumed request is given
+    # back as output_token_ids.
+    new_token_ids: list[int]
+    # "model" or "budget" when a think block closed this step.
+    reasoning_ended: str | None
+    finished: bool
+    # "stop", "length" or "cancelled" once finished.
+    finish_reason: str | None
+    num_prompt_tokens: int
+    num_output_tokens: int
+    num_reasoning_tokens: int
+    num_cached_tokens: int
+
+
+class LLMEngine:
+    def __init__(self, loaded: LoadedModel, config: EngineConfig | None = None) -> None:
+        self.config = config = config or EngineConfig()
+        self.tokenizer = loaded.tokenizer
+        self.vocab_size = loaded.config.vocab_size
+        self.model_runner = ModelRunner(loaded, config)
+        num_kv_blocks = self.model_runner.num_kv_blocks
+        # Prompts are never split across steps, so a sequence (which may have to be
+        # recomputed whole after preemption) must fit one prefill step and the cache.
+        self.max_model_len = min(
+            config.max_model_len or loaded.profile.context_length,
+            loaded.config.max_position_embeddings,
+            config.max_num_batched_tokens,
+            num_kv_blocks * config.block_size,
+        )
+        self.block_manager = BlockManager(num_kv_blocks, config.block_size)
+        self.scheduler = Scheduler(
+            self.block_manager, config.max_num_seqs, config.max_num_batched_tokens
+        )
+        markers = ReasoningMarkers.from_strings(
+            loaded.profile.reasoning_start, loaded.profile.reasoning_end, self.tokenizer.encode
+        )
+        self.thinking = ThinkingBudget(markers) if markers is not None else None
+        self.output_processor = OutputProcessor(self.tokenizer, self.thinking)
+        self._arrival_orders = itertools.count()
+        self._sequences: dict[str, Sequence] = {}
+        # Outputs decided between steps (cancellations), handed out by the next step().
+        self._outputs_between_steps: list[RequestOutput] = []
+
+    def add_request(
+        self,
+        request_id: str,
+        prompt_token_ids: TokenIds[int],
+        params: SamplingParams,
+        output_token_ids: TokenIds[int] = (),
+        prompt_opens_reasoning: bool = False,
+    ) -> None:
+        """Queues a request. A non-empty `output_token_ids` resumes one that another engine
+        began: those tokens count as generated, the think state is rebuilt from them, and
+        they are prefilled with the prompt. Their text is not produced again."""
+        if request_id in self._sequences:
+            raise ValueError(f"request {request_id!r} is already running")
+        if not prompt_token_ids:
+            raise ValueError("the prompt is empty")
+        self._check_token_ids(prompt_token_ids, "prompt")
+        self._check_token_ids(output_token_ids, "output")
+        self._check_token_ids(params.logit_bias, "logit_bias")
+        if params.thinking_token_budget is not None and self.thinking is None:
+            raise ValueError("thinking_token_budget needs a model with reasoning markers")
+        num_tokens = len(prompt_token_ids) + len(output_token_ids)
+        if num_tokens >= self.max_model_len:
+            raise ValueError(
+                f"{num_tokens} tokens leave no room to generate within the "
+                f"{self.max_model_len}-token limit"
+            )
+        max_num_tokens = self.max_model_len
+        if params.max_tokens is not None:
+            max_num_tokens = min(max_num_tokens, len(prompt_token_ids) + params.max_tokens)
+        seq = Sequence(
+            request_id, next(self._arrival_orders), prompt_token_ids, params, max_num_tokens
+        )
+        if self.thinking is not None:
+            self.thinking.begin(seq, prompt_opens_reasoning)
+        self.output_processor.begin(seq)
+        self._replay(seq, output_token_ids)
+        if seq.num_tokens >= seq.max_num_tokens:
+            # The earlier engine stopped just short of reporting the length limit.
+            self._outputs_between_steps.append(self._output(seq, [], None, "length"))
+            return
+        self._sequences[request_id] = seq
+        self.scheduler.add(seq)
+
+    def _replay(self, seq: Sequence, output_token_ids: TokenIds[int]) -> None:
+        """Runs earlier output through the same state updates as live tokens, discarding
+        the text they make: it was streamed before."""
+        for token_id in output_token_ids:
+            if self.thinking is not None:
+                self.thinking.forced_token(seq)
+            seq.append_token(token_id)
+            event = self.thinking.observe(seq, token_id) if self.thinking is not None else None
+            self.output_processor.process_token(seq, token_id, None, event, None)
+        self.output_processor.take_deltas(seq)
+        if seq.params.seed is not None and not seq.params.greedy:
+            seq.num_random_draws_to_replay = len(output_token_ids)
+
+    def _check_token_ids(self, token_ids, what: str) -> None:
+        for token_id in token_ids:
+            if not 0 <= token_id < self.vocab_size:
+                raise ValueError(f"{what} token id {token_id} is outside the vocabulary")
+
+    def cancel(self, request_id: str) -> bool:
+        """Stops a request at once and frees its KV blocks; the next step() reports it as
+        finished with reason "cancelled". False if the request is unknown or done."""
+        seq = self._sequences.pop(request_id, None)
+        if seq is None:
+            return False
+        self.scheduler.finish(seq, "cancelled")
+        self._outputs_between_steps.append(self._output(seq, [], None, "cancelled"))
+        return True
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished() or bool(self._outputs_between_steps)
+
+    def step(self) -> list[RequestOutput]:
+        outputs, self._outputs_between_steps = self._outputs_between_steps, []
+        if not self.scheduler.has_unfinished():
+            return outputs
+        seqs, is_prefill = self.scheduler.schedule()
+        if not seqs:
+            return outputs
+        forced_token_ids = [
+            self.thinking.forced_token(seq) if self.thinking is not None else None for seq in seqs
+        ]
+        sampled = self.model_runner.run(seqs, is_prefill, forced_token_ids)
+        for seq, token_id, logprob in zip(seqs, sampled.token_ids, sampled.logprobs):
+            if seq.num_prompt_cached_tokens is None:
+                seq.num_prompt_cached_tokens = min(seq.num_cached_tokens, seq.num_prompt_tokens)
+            seq.append_token(token_id)
+            event = self.thinking.observe(seq, token_id) if self.thinking is not None else None
+            finish_reason = self.output_processor.stop_token_reason(seq, token_id)
+            finish_reason = self.output_processor.process_token(
+                seq, token_id, logprob, event, finish_reason
+            )
+            if finish_reason is not None:
+                self.scheduler.finish(seq, finish_reason)
+                del self._sequences[seq.request_id]
+            outputs.append(self._output(seq, [token_id], event, finish_reason))
+        return outputs
+
+    def _output(
+        self,
+        seq: Sequence,
+        new_token_ids: list[int],
+        event: ThinkEvent | None,
+        finish_reason: str | None,
+    ) -> RequestOutput:
+        closed = event is ThinkEvent.CLOSED_BY_MODEL or event is ThinkEvent.CLOSED_BY_BUDGET
+        return RequestOutput(
+            request_id=seq.request_id,
+            deltas=self.output_processor.take_deltas(seq),
+            new_token_ids=new_token_ids,
+            reasoning_ended=event.value if closed else None,
+            finished=finish_reason is not None,
+            finish_reason=finish_reason,
+            num_prompt_tokens=seq.num_prompt_tokens,
+            num_output_tokens=seq.num_output_tokens,
+            num_reasoning_tokens=(
+                self.thinking.reasoning_tokens(seq) if self.thinking is not None else 0
+            ),
+            num_cached_tokens=seq.num_prompt_cached_tokens or 0,
+        )

@@ -1,0 +1,166 @@
+"""Owns the model and its paged KV cache: turns a batch of sequences into one forward pass
+(batched prefill or batched decode) and samples each sequence's next token."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+import kernels
+from workers.engine.config import EngineConfig
+from workers.engine.sampler import Sampler, SamplerOutput
+from workers.engine.sequence import Sequence
+from workers.model import AttentionMetadata, LoadedModel, allocate_kv_cache, kv_cache_bytes_per_block
+
+KV_CACHE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelRunner:
+    def __init__(self, loaded: LoadedModel, config: EngineConfig) -> None:
+        self.model = loaded.model
+        self.model_config = loaded.config
+        self.block_size = config.block_size
+        first_weight = next(self.model.parameters())
+        self.device = first_weight.device
+        self.dtype = first_weight.dtype
+        if self.device.type == "cpu":
+            torch.set_num_threads(config.num_threads or _usable_cpu_count())
+        self.ops = self._use_backend(config.kernels)
+        kv_dtype = self.dtype if config.dtype == "auto" else KV_CACHE_DTYPES[config.dtype]
+        if kv_dtype != self.dtype:
+            # The attention ops read queries and cached keys in one dtype.
+            raise ValueError(
+                f"KV cache dtype {config.dtype} differs from the model's {self.dtype}; "
+                "load the model in the dtype the cache should have"
+            )
+        self.num_kv_blocks = config.num_kv_blocks or self._num_blocks_from_memory(config, kv_dtype)
+        self.kv_caches = allocate_kv_cache(
+            self.model_config, self.num_kv_blocks, self.block_size, self.device, kv_dtype
+        )
+        self.sampler = Sampler(self.ops, self.model_config.vocab_size, self.device)
+
+    def _use_backend(self, requested: str):
+        """The model was built with the ops of some backend; if the engine is configured
+        for another, every module's ops are switched to it."""
+        if requested == "auto":
+            # Triton runs only on CUDA tensors, whatever else the machine has.
+            backend = kernels.resolve_backend("auto") if self.device.type == "cuda" else "torch"
+        else:
+            backend = kernels.resolve_backend(requested)
+        ops = kernels.get_ops(backend)
+        if getattr(self.model.ops, "backend", None) != backend:
+            for module in self.model.modules():
+                if hasattr(module, "ops"):
+                    module.ops = ops
+        return ops
+
+    def _num_blocks_from_memory(self, config: EngineConfig, kv_dtype: torch.dtype) -> int:
+        if self.device.type == "cuda":
+            free_bytes, _ = torch.cuda.mem_get_info(self.device)
+        else:
+            free_bytes = _available_host_memory()
+        bytes_per_block = kv_cache_bytes_per_block(self.model_config, self.block_size, kv_dtype)
+        num_blocks = int(free_bytes * config.kv_cache_memory_fraction) // bytes_per_block
+        if num_blocks < 1:
+            raise ValueError(
+                f"{config.kv_cache_memory_fraction:.0%} of {free_bytes} free bytes holds no KV "
+                f"block of {bytes_per_block} bytes; raise kv_cache_memory_fraction or set num_kv_blocks"
+            )
+        return num_blocks
+
+    @torch.inference_mode()
+    def run(
+        self, seqs: list[Sequence], is_prefill: bool, forced_token_ids: list[int | None]
+    ) -> SamplerOutput:
+        if is_prefill:
+            input_ids, positions, attn, last_token_rows = self._prepare_prefill(seqs)
+        else:
+            input_ids, positions, attn = self._prepare_decode(seqs)
+            last_token_rows = None
+        hidden = self.model(input_ids, positions, attn, self.kv_caches)
+        if last_token_rows is not None:
+            hidden = hidden[last_token_rows]
+        logits = self.model.compute_logits(hidden)
+        return self.sampler(logits, seqs, forced_token_ids)
+
+    def _prepare_prefill(self, seqs: list[Sequence]):
+        """Every sequence contributes the tokens past its cached prefix; the prefix's keys and
+        values are read from the cache by the attention op."""
+        block_size = self.block_size
+        input_ids: list[int] = []
+        positions: list[int] = []
+        slot_mapping: list[int] = []
+        cu_seqlens_q = [0]
+        for seq in seqs:
+            start = seq.num_cached_tokens
+            input_ids.extend(seq.token_ids[start:])
+            positions.extend(range(start, seq.num_tokens))
+            block_table = seq.block_table
+            for position in range(start, seq.num_tokens):
+                slot_mapping.append(block_table[position // block_size] * block_size + position % block_size)
+            cu_seqlens_q.append(len(input_ids))
+        device = self.device
+        attn = AttentionMetadata(
+            is_prefill=True,
+            slot_mapping=torch.tensor(slot_mapping, dtype=torch.int64, device=device),
+            block_tables=self._block_tables(seqs),
+            context_lens=torch.tensor([seq.num_tokens for seq in seqs], dtype=torch.int32, device=device),
+            cu_seqlens_q=torch.tensor(cu_seqlens_q, dtype=torch.int32, device=device),
+            max_q_len=max(end - begin for begin, end in zip(cu_seqlens_q, cu_seqlens_q[1:])),
+        )
+        last_token_rows = torch.tensor([end - 1 for end in cu_seqlens_q[1:]], dtype=torch.int64, device=device)
+        return (
+            torch.tensor(input_ids, dtype=torch.int64, device=device),
+            torch.tensor(positions, dtype=torch.int64, device=device),
+            attn,
+            last_token_rows,
+        )
+
+    def _prepare_decode(self, seqs: list[Sequence]):
+        """One token per sequence: the last one, whose key and value are not cached yet."""
+        block_size = self.block_size
+        input_ids = []
+        positions = []
+        slot_mapping = []
+        for seq in seqs:
+            position = seq.num_tokens - 1
+            input_ids.append(seq.token_ids[-1])
+            positions.append(position)
+            slot_mapping.append(seq.block_table[position // block_size] * block_size + position % block_size)
+        device = self.device
+        attn = AttentionMetadata(
+            is_prefill=False,
+            slot_mapping=torch.tensor(slot_mapping, dtype=torch.int64, device=device),
+            block_tables=self._block_tables(seqs),
+            context_lens=torch.tensor([seq.num_tokens for seq in seqs], dtype=torch.int32, device=device),
+        )
+        return (
+            torch.tensor(input_ids, dtype=torch.int64, device=device),
+            torch.tensor(positions, dtype=torch.int64, device=device),
+            attn,
+        )
+
+    def _block_tables(self, seqs: list[Sequence]) -> torch.Tensor:
+        # Rows are padded with block 0: the ops never read past a sequence's context.
+        width = max(len(seq.block_table) for seq in seqs)
+        rows = [seq.block_table + [0] * (width - len(seq.block_table)) for seq in seqs]
+        return torch.tensor(rows, dtype=torch.int32, device=self.device)
+
+
+def _usable_cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # platforms without affinity masks
+        return os.cpu_count() or 1
+
+
+def _available_host_memory() -> int:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")

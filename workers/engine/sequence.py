@@ -1,0 +1,122 @@
+"""One request inside the engine: its tokens, KV blocks, think state and output state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as TokenIds
+from enum import Enum, auto
+from typing import TYPE_CHECKING, Any
+
+from workers.engine.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from workers.engine.output_processor import OutputState
+
+
+class SequenceStatus(Enum):
+    WAITING = auto()
+    RUNNING = auto()
+    FINISHED = auto()
+
+
+class Sequence:
+    """Token ids are prompt then output, in one list, because prefill, the KV slot of
+    each token and prefix hashing all index them the same way."""
+
+    __slots__ = (
+        "request_id",
+        "arrival_order",
+        "params",
+        "status",
+        "token_ids",
+        "num_prompt_tokens",
+        "max_num_tokens",
+        "block_table",
+        "num_cached_tokens",
+        "num_prompt_cached_tokens",
+        "in_think",
+        "think_tokens_in_block",
+        "forced_token_ids",
+        "num_reasoning_tokens",
+        "generator",
+        "num_random_draws_to_replay",
+        "output_state",
+        "finish_reason",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        arrival_order: int,
+        prompt_token_ids: TokenIds[int],
+        params: SamplingParams,
+        max_num_tokens: int,
+        output_token_ids: TokenIds[int] = (),
+    ) -> None:
+        self.request_id = request_id
+        self.arrival_order = arrival_order
+        self.params = params
+        self.status = SequenceStatus.WAITING
+        self.token_ids: list[int] = [*prompt_token_ids, *output_token_ids]
+        self.num_prompt_tokens = len(prompt_token_ids)
+        # Prompt plus output may not grow past this (the context length, or max_tokens).
+        self.max_num_tokens = max_num_tokens
+        self.block_table: list[int] = []
+        # Leading tokens whose KV came from the prefix cache at the latest allocation.
+        self.num_cached_tokens = 0
+        # What usage reports: prompt tokens served from the cache when first scheduled.
+        self.num_prompt_cached_tokens: int | None = None
+        # Think-block state, owned by ThinkingBudget.
+        self.in_think = False
+        self.think_tokens_in_block = 0
+        self.forced_token_ids: list[int] = []
+        self.num_reasoning_tokens = 0
+        # A torch.Generator for seeded requests, created by the sampler on first use so that
+        # this module and the scheduler stay free of torch.
+        self.generator: Any = None
+        # Random draws a resumed seeded request makes before its first new token, so its
+        # generator stands where the uninterrupted run's stood.
+        self.num_random_draws_to_replay = 0
+        self.output_state: OutputState | None = None
+        self.finish_reason: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens :]
+
+    @property
+    def prompt_token_ids(self) -> list[int]:
+        return self.token_ids[: self.num_prompt_tokens]
+
+    @property
+    def last_token_id(self) -> int:
+        return self.token_ids[-1]
+
+    @property
+    def schedule_key(self) -> tuple[int, int]:
+        """Lower keys run first and are preempted last."""
+        return (self.params.priority, self.arrival_order)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
+
+    def num_blocks(self, block_size: int) -> int:
+        return (len(self.token_ids) + block_size - 1) // block_size
+
+    def block_token_ids(self, block_index: int, block_size: int) -> list[int]:
+        start = block_index * block_size
+        return self.token_ids[start : start + block_size]
+
+    def append_token(self, token_id: int) -> None:
+        self.token_ids.append(token_id)

@@ -1,0 +1,123 @@
+"""Think blocks: finds the model's reasoning markers in generated tokens, counts the tokens
+inside each block and forces the end marker once a block has used its budget.
+
+Markers are matched as token-id sequences (the tokenization of the profile's marker
+strings), as vLLM's thinking-budget processor does, so a forced marker and a counted one
+are the same tokens. Reasoning tokens are the tokens strictly between a start marker (or
+the prompt opening a block) and the end marker: neither marker's tokens count. So with
+budget N and a model that would think longer, exactly N tokens lie between the markers
+and the request reports N reasoning tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from workers.engine.sequence import Sequence
+
+
+class ThinkEvent(Enum):
+    OPENED = "opened"
+    CLOSED_BY_MODEL = "model"
+    CLOSED_BY_BUDGET = "budget"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningMarkers:
+    # Empty when the profile has no start marker: then only the prompt can open a block.
+    start_token_ids: tuple[int, ...]
+    end_token_ids: tuple[int, ...]
+
+    @classmethod
+    def from_strings(
+        cls, start: str | None, end: str | None, encode: Callable[[str], list[int]]
+    ) -> ReasoningMarkers | None:
+        """None for a model without an end marker: it has no think blocks to close."""
+        if not end:
+            return None
+        end_token_ids = tuple(encode(end))
+        if not end_token_ids:
+            raise ValueError(f"reasoning end marker {end!r} encodes to no tokens")
+        return cls(tuple(encode(start)) if start else (), end_token_ids)
+
+
+class ThinkingBudget:
+    """Works on the think fields of a Sequence. Every generated token goes through
+    `forced_token` (before the step) and `observe` (after it), live and when a resumed
+    request replays its earlier output, so both reach the same state."""
+
+    def __init__(self, markers: ReasoningMarkers) -> None:
+        self.markers = markers
+
+    def begin(self, seq: Sequence, prompt_opens_reasoning: bool) -> None:
+        seq.in_think = prompt_opens_reasoning
+        seq.think_tokens_in_block = 0
+        seq.forced_token_ids.clear()
+        seq.num_reasoning_tokens = 0
+
+    def forced_token(self, seq: Sequence) -> int | None:
+        """The token the next step must produce, or None to sample freely."""
+        budget = seq.params.thinking_token_budget
+        if (
+            seq.in_think
+            and budget is not None
+            and not seq.forced_token_ids
+            and seq.think_tokens_in_block >= budget
+        ):
+            seq.forced_token_ids.extend(self.markers.end_token_ids)
+        return seq.forced_token_ids[0] if seq.forced_token_ids else None
+
+    def observe(self, seq: Sequence, token_id: int) -> ThinkEvent | None:
+        """Updates the think state with a token just appended to the sequence."""
+        was_forced = bool(seq.forced_token_ids) and seq.forced_token_ids[0] == token_id
+        if was_forced:
+            seq.forced_token_ids.pop(0)
+        else:
+            # Only a replayed history that diverged from what was forced gets here.
+            seq.forced_token_ids.clear()
+        if seq.in_think:
+            seq.think_tokens_in_block += 1
+            end = self.markers.end_token_ids
+            if seq.think_tokens_in_block >= len(end) and _ends_with(seq.token_ids, end):
+                seq.num_reasoning_tokens += seq.think_tokens_in_block - len(end)
+                seq.in_think = False
+                seq.think_tokens_in_block = 0
+                seq.forced_token_ids.clear()
+                return ThinkEvent.CLOSED_BY_BUDGET if was_forced else ThinkEvent.CLOSED_BY_MODEL
+            return None
+        start = self.markers.start_token_ids
+        if start and seq.num_output_tokens >= len(start) and _ends_with(seq.token_ids, start):
+            # A later block gets a fresh budget.
+            seq.in_think = True
+            seq.think_tokens_in_block = 0
+            return ThinkEvent.OPENED
+        return None
+
+    def reasoning_tokens(self, seq: Sequence) -> int:
+        """Reasoning tokens so far, the open block's included, forced marker tokens not."""
+        if not seq.in_think:
+            return seq.num_reasoning_tokens
+        forced_so_far = (
+            len(self.markers.end_token_ids) - len(seq.forced_token_ids) if seq.forced_token_ids else 0
+        )
+        return seq.num_reasoning_tokens + seq.think_tokens_in_block - forced_so_far
+
+    def partial_marker_length(self, seq: Sequence) -> int:
+        """How many trailing tokens could be the opening of the marker awaited next (the end
+        marker inside a block, the start marker outside): text that must wait to learn
+        whether it is a marker, which belongs to no channel."""
+        if seq.in_think:
+            marker, available = self.markers.end_token_ids, seq.think_tokens_in_block
+        else:
+            marker, available = self.markers.start_token_ids, seq.num_output_tokens
+        tail = seq.token_ids
+        for length in range(min(len(marker) - 1, available), 0, -1):
+            if tail[-length:] == list(marker[:length]):
+                return length
+        return 0
+
+
+def _ends_with(token_ids: list[int], suffix: tuple[int, ...]) -> bool:
+    return len(token_ids) >= len(suffix) and tuple(token_ids[-len(suffix) :]) == suffix
