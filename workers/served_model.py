@@ -150,5 +150,6 @@ def load_engine_model(settings: Any) -> EngineModel:
         num_kv_blocks=settings.num_kv_blocks,
     )
     engine = LLMEngine(loaded, config)
-    log.info("loaded %s on %s in %.1fs", loaded.name, device, time.perf_counter() - started)
+    log.info("loaded %s on %s (kernels: %s) in %.1fs", loaded.name, device,
+             engine.model_runner.ops.backend, time.perf_counter() - started)
     return EngineModel(loaded, engine, settings.served_model_name or loaded.name, settings.worker_id)
