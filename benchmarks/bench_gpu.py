@@ -1,5 +1,6 @@
-"""The `make bench-gpu` driver: records the machine, then runs the per-op kernel benchmarks
-at full size and writes their table under benchmarks/results/."""
+"""The `make bench-gpu` driver: records the machine, runs the per-op kernel benchmarks at
+full size and the decode benchmark (Triton against torch kernels), writes CSVs under
+benchmarks/results/ and the tables into docs/performance.md."""
 
 from __future__ import annotations
 
@@ -76,7 +77,56 @@ def main(argv: list[str] | None = None) -> int:
     status = bench_kernels.main(kernel_argv)
     if status != 0:
         print("kernel parity failed: see the MISMATCH rows above", file=sys.stderr)
+
+    import bench_decode
+
+    decode_argv = ["--csv", str(args.results_dir / "decode.csv")]
+    if args.smoke:
+        decode_argv.append("--smoke")
+    decode_rows = bench_decode.main(decode_argv)
+    if not args.smoke:
+        write_performance_section(
+            DOCS_PERFORMANCE, machine, args.results_dir / "kernels.csv", decode_rows
+        )
+        print(f"updated {DOCS_PERFORMANCE}")
     return status
+
+
+DOCS_PERFORMANCE = BENCHMARKS_DIR.parent / "docs" / "performance.md"
+SECTION_START = "<!-- bench-gpu:start -->"
+SECTION_END = "<!-- bench-gpu:end -->"
+
+
+def write_performance_section(
+    doc: Path, machine: dict, kernels_csv: Path, decode_rows: list[dict]
+) -> None:
+    """Replace the GPU section of docs/performance.md with this run's tables."""
+    import csv
+
+    lines = [
+        SECTION_START,
+        f"Machine: {machine.get('gpu')}, CUDA {machine.get('cuda')}, torch {machine['torch']}, "
+        f"triton {machine['triton']}; recorded {machine['recorded_at']} by `make bench-gpu`.",
+        "",
+        "| op | shape | max abs diff | Triton ms | torch eager ms | speedup |",
+        "|---|---|---|---|---|---|",
+    ]
+    with kernels_csv.open() as handle:
+        for row in csv.DictReader(handle):
+            lines.append(f"| {row['op']} | {row['shape']} | {row['max_abs_diff']} | "
+                         f"{row['triton_ms']} | {row['torch_ms']} | {row['speedup']} |")
+    lines += ["", "| kernels | sequences | decode step ms | tokens/s |", "|---|---|---|---|"]
+    lines += [f"| {row['backend']} | {row['sequences']} | {row['step_ms']} | {row['tokens_per_s']} |"
+              for row in decode_rows]
+    lines.append(SECTION_END)
+    text = doc.read_text()
+    if SECTION_START in text:
+        before, _, rest = text.partition(SECTION_START)
+        _, _, after = rest.partition(SECTION_END)
+        text = before + "\n".join(lines) + after
+    else:
+        text = text.rstrip() + "\n\n## GPU kernels and decode\n\n" + "\n".join(lines) + "\n"
+    doc.write_text(text)
 
 
 if __name__ == "__main__":
