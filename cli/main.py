@@ -26,6 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=int(os.environ.get("SPATE_PORT", "8000")))
     serve.add_argument("--nats-port", type=int, default=None,
                        help="port of the embedded nats-server (default: a free one)")
+    serve.add_argument("--nats-store-dir", default=os.environ.get("SPATE_NATS_STORE_DIR"),
+                       help="JetStream data folder of the embedded nats-server (default: a temporary one)")
     serve.add_argument("--model", default=None, help="served name, .gguf file or model folder")
     serve.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
 
@@ -105,7 +107,7 @@ def run_serve(args: argparse.Namespace) -> int:
     nats = None
     nats_url = os.environ.get("SPATE_NATS_URL")
     if not nats_url:
-        nats = EmbeddedNats(port=args.nats_port).start()
+        nats = EmbeddedNats(port=args.nats_port, store_dir=args.nats_store_dir).start()
         nats_url = nats.url
         log.info("embedded nats-server with JetStream at %s", nats_url)
     env = {**os.environ, "SPATE_NATS_URL": nats_url}
