@@ -21,7 +21,7 @@ STORE_ENV = "SPATE_STORE_URL"
 
 FIELDS: dict[str, tuple[Treatment, str]] = {
     "model": (Treatment.HONORED, "must name a served model: unknown 404, no live worker 503"),
-    "input": (Treatment.HONORED, "a string, or message items (content a string or input_text/output_text parts)"),
+    "input": (Treatment.HONORED, "a string, or items: message (content a string or input_text/output_text parts), function_call, function_call_output, reasoning (plain text)"),
     "instructions": (Treatment.HONORED, "first system message; echoed"),
     "stream": (Treatment.HONORED, "true selects SSE"),
     "max_output_tokens": (Treatment.HONORED, "cap on generated tokens (>= 1); hit: status incomplete"),
@@ -36,7 +36,7 @@ FIELDS: dict[str, tuple[Treatment, str]] = {
     "chat_template_kwargs": (Treatment.HONORED, "merged over the model's defaults"),
     "metadata": (Treatment.ECHOED, "at most 16 string pairs"),
     "user": (Treatment.ECHOED, ""),
-    "text": (Treatment.HONORED, "format 'text' only so far; verbosity is a no-op; echoed"),
+    "text": (Treatment.HONORED, "format text, json_object or json_schema: the answer (after any reasoning) is constrained to it; verbosity is a no-op; echoed"),
     "store": (Treatment.HONORED, "the store is not enabled: the request runs unstored"),
     "background": (Treatment.NEEDS_STORE, f"needs the store ({STORE_ENV})"),
     "previous_response_id": (Treatment.NEEDS_STORE, f"needs the store ({STORE_ENV})"),
@@ -53,7 +53,7 @@ FIELDS.update({
     "include_stop_str_in_output": (Treatment.HONORED, "keep the matched stop string in the text"),
     "logit_bias": (Treatment.HONORED, "integer token ids; values clamped to [-100, 100]"),
     "include_reasoning": (Treatment.HONORED, "false leaves the reasoning item out of output; usage still counts it"),
-    "include": (Treatment.HONORED, "message.output_text.logprobs gives logprobs; reasoning.encrypted_content is a no-op"),
+    "include": (Treatment.HONORED, "message.output_text.logprobs gives logprobs on message text (function-call tokens have none); reasoning.encrypted_content is a no-op"),
     "top_logprobs": (Treatment.HONORED, "0..20 alternatives per token, with include message.output_text.logprobs; echoed"),
     "truncation": (Treatment.HONORED, "auto drops the oldest turns to fit; disabled (default) fails a long input on input; echoed"),
     "request_id": (Treatment.HONORED, "becomes the response id (must be unused)"),
@@ -65,7 +65,7 @@ FIELDS.update({
     "ec_transfer_params": (Treatment.HONORED, "carried on the request event"),
     "vllm_xargs": (Treatment.HONORED, "carried on the request event"),
     "max_tool_calls": (Treatment.ECHOED, ""),
-    "parallel_tool_calls": (Treatment.ECHOED, "no tools are served yet"),
+    "parallel_tool_calls": (Treatment.HONORED, "false: at most one function call per response; echoed"),
     "service_tier": (Treatment.ECHOED, ""),
     "prompt_cache_key": (Treatment.ECHOED, ""),
     "prompt_cache_options": (Treatment.ECHOED, ""),
@@ -73,10 +73,11 @@ FIELDS.update({
     "safety_identifier": (Treatment.ECHOED, ""),
 })
 
-# Fields of the contract this server does not implement yet: a 400 naming the field,
-# never a silent drop.
-for _name in ("tools", "tool_choice", "structured_outputs"):
-    FIELDS[_name] = (Treatment.REJECTED, "not supported by this server yet")
+FIELDS.update({
+    "tools": (Treatment.HONORED, "function and namespace tools (a namespace's functions are called as namespace.name); built-in tool types: 400 naming the type; echoed"),
+    "tool_choice": (Treatment.HONORED, "none, auto, required, a named function or allowed_tools; calls are shaped by constrained decoding, and required or named ones forced; echoed"),
+    "structured_outputs": (Treatment.HONORED, "exactly one of json (a schema), regex, choice, grammar (EBNF); not together with a JSON text.format"),
+})
 
 # Fields a text-only server without prompt templates cannot honor.
 for _name in ("prompt", "previous_input_messages", "media_io_kwargs", "mm_processor_kwargs",

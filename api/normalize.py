@@ -4,20 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.constraints import answer_constraint_of, tool_choice_of, tool_definitions, tools_echo
+from api.conversation import messages_of
 from api.request_model import ResponsesRequest
-from events import ChatMessage, RequestAccepted, SamplingSettings
-
-
-def messages_of(request: ResponsesRequest) -> tuple[ChatMessage, ...]:
-    messages: list[ChatMessage] = []
-    if request.instructions:
-        messages.append(ChatMessage(role="system", content=request.instructions))
-    if isinstance(request.input, str):
-        messages.append(ChatMessage(role="user", content=request.input))
-    else:
-        messages.extend(ChatMessage(role=item.role, content=item.text()) for item in request.input)
-    return tuple(messages)
-
+from events import RequestAccepted, SamplingSettings
 
 LOGIT_BIAS_LIMIT = 100.0
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
@@ -82,12 +72,15 @@ def echo_of(request: ResponsesRequest) -> dict[str, Any]:
     if request.prompt_cache_options is not None:
         echo["prompt_cache_options"] = request.prompt_cache_options.model_dump(exclude_none=True)
     if request.text is not None:
-        echo["text"] = request.text.model_dump(exclude_none=True) or {"format": {"type": "text"}}
+        text = request.text.model_dump(exclude_none=True, by_alias=True)
+        echo["text"] = text or {"format": {"type": "text"}}
+    echo.update(tools_echo(request))
     return echo
 
 
 def accept(request: ResponsesRequest, response_id: str) -> RequestAccepted:
     budget = request.thinking_token_budget
+    tool_choice, allowed_tool_names = tool_choice_of(request)
     return RequestAccepted(
         response_id=response_id,
         seq=0,
@@ -108,5 +101,10 @@ def accept(request: ResponsesRequest, response_id: str) -> RequestAccepted:
         kv_transfer_params=request.kv_transfer_params,
         ec_transfer_params=request.ec_transfer_params,
         vllm_xargs=request.vllm_xargs,
+        tools=tool_definitions(request),
+        tool_choice=tool_choice,
+        allowed_tool_names=allowed_tool_names,
+        parallel_tool_calls=_unset(request.parallel_tool_calls, True),
+        answer_constraint=answer_constraint_of(request),
         echo=echo_of(request),
     )

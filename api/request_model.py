@@ -4,63 +4,33 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from api.fields import FIELDS, rejection_message
+from api.input_items import InputItem, refuse_unknown_item_types
+from api.model_base import FieldRejected, StrictModel
+from api.text_format import StructuredOutputs, TextConfig
+from api.tool_models import (
+    Tool,
+    ToolChoice,
+    callable_names,
+    check_tool_choice,
+    refuse_unserved_tools,
+)
 
 INT64_MAX = 2**63 - 1
 BUDGET_MESSAGE = "`thinking_token_budget` must be a non-negative integer or -1 for unlimited."
 
-
-class FieldRejected(Exception):
-    """Raised before field validation; not a ValueError, so pydantic lets it through."""
-
-    def __init__(self, param: str, message: str) -> None:
-        super().__init__(message)
-        self.param = param
-        self.message = message
+__all__ = ["BUDGET_MESSAGE", "FieldRejected", "ResponsesRequest"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class TextPart(_Strict):
-    type: Literal["input_text", "output_text"]
-    text: str
-    annotations: list[Any] | None = None
-    logprobs: list[Any] | None = None
-
-
-class MessageItem(_Strict):
-    type: Literal["message"] = "message"
-    role: Literal["user", "system", "developer", "assistant"]
-    content: str | list[TextPart]
-    id: str | None = None
-    status: str | None = None
-
-    def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(part.text for part in self.content)
-
-
-class ReasoningConfig(_Strict):
+class ReasoningConfig(StrictModel):
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
     generate_summary: Literal["auto", "concise", "detailed"] | None = None
 
 
-class TextFormat(_Strict):
-    type: Literal["text"]
-
-
-class TextConfig(_Strict):
-    format: TextFormat | None = None
-    verbosity: Literal["low", "medium", "high"] | None = None
-
-
-class PromptCacheOptions(_Strict):
+class PromptCacheOptions(StrictModel):
     mode: Literal["implicit", "explicit"] | None = None
     ttl: Literal["30m", "12h"] | None = None
     comparison_response_id: str | None = None
@@ -69,9 +39,9 @@ class PromptCacheOptions(_Strict):
 INCLUDABLE = ("message.output_text.logprobs", "reasoning.encrypted_content")
 
 
-class ResponsesRequest(_Strict):
+class ResponsesRequest(StrictModel):
     model: str = Field(min_length=1)
-    input: str | list[MessageItem]
+    input: str | list[InputItem]
     instructions: str | None = None
     stream: bool = False
     store: bool | None = None
@@ -116,6 +86,9 @@ class ResponsesRequest(_Strict):
     prompt_cache_options: PromptCacheOptions | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     safety_identifier: str | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    structured_outputs: StructuredOutputs | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -131,11 +104,23 @@ class ResponsesRequest(_Strict):
         budget = body.get("thinking_token_budget")
         if budget is not None and (type(budget) is not int or budget < -1):
             raise FieldRejected("thinking_token_budget", BUDGET_MESSAGE)
+        refuse_unknown_item_types(body.get("input"))
+        refuse_unserved_tools(body.get("tools"), body.get("tool_choice"))
         return body
+
+    @model_validator(mode="after")
+    def _consistent_answer_rules(self) -> ResponsesRequest:
+        check_tool_choice(self.tool_choice, callable_names(self.tools or []))
+        if self.structured_outputs is not None and self.text is not None and self.text.wants_json:
+            raise FieldRejected(
+                "structured_outputs",
+                "structured_outputs cannot be combined with a JSON text.format; use one of them.",
+            )
+        return self
 
     @field_validator("input")
     @classmethod
-    def _input_not_empty(cls, value: str | list[MessageItem]) -> str | list[MessageItem]:
+    def _input_not_empty(cls, value: str | list[InputItem]) -> str | list[InputItem]:
         if isinstance(value, list) and not value:
             raise ValueError("input must hold at least one item")
         return value

@@ -11,12 +11,22 @@ from events.generation import (
     ReasoningEnded,
     TokenLogprob,
     TokensGenerated,
+    ToolCallEnded,
+    ToolCallStarted,
     Usage,
 )
 from events.model_card import ModelCard
-from events.request import ChatMessage, RequestAccepted, SamplingSettings
+from events.request import (
+    AnswerConstraint,
+    ChatMessage,
+    RequestAccepted,
+    SamplingSettings,
+    ToolCall,
+    ToolDefinition,
+)
 
 __all__ = [
+    "AnswerConstraint",
     "AnyEvent",
     "CancelRequested",
     "ChatMessage",
@@ -33,6 +43,10 @@ __all__ = [
     "TERMINAL_SSE_TYPES",
     "TokenLogprob",
     "TokensGenerated",
+    "ToolCall",
+    "ToolCallEnded",
+    "ToolCallStarted",
+    "ToolDefinition",
     "Usage",
     "decode",
     "encode",

@@ -15,11 +15,14 @@ from events.generation import (
     GenerationStarted,
     ReasoningEnded,
     TokensGenerated,
+    ToolCallEnded,
+    ToolCallStarted,
 )
 from events.request import RequestAccepted
 
 AnyEvent = Annotated[
-    RequestAccepted | GenerationStarted | TokensGenerated | ReasoningEnded | GenerationFinished | GenerationFailed | CancelRequested,
+    RequestAccepted | GenerationStarted | TokensGenerated | ReasoningEnded | ToolCallStarted
+    | ToolCallEnded | GenerationFinished | GenerationFailed | CancelRequested,
     Field(discriminator="type"),
 ]
 

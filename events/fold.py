@@ -16,11 +16,14 @@ from events.generation import (
     GenerationStarted,
     ReasoningEnded,
     TokensGenerated,
+    ToolCallEnded,
+    ToolCallStarted,
     Usage,
 )
 from events.ids import item_id
 from events.request import RequestAccepted
 from events.response_object import (
+    function_call_item,
     logprob_objects,
     message_item,
     output_text_part,
@@ -34,11 +37,16 @@ TERMINAL_SSE_TYPES = frozenset({"response.completed", "response.incomplete", "re
 
 @dataclass(slots=True)
 class _OpenItem:
-    kind: str  # "reasoning" or "message"
+    kind: str  # "reasoning", "message" or "function_call"
     output_index: int
     id: str
+    # The text, or a function call's arguments, in deltas.
     text: list[str] = field(default_factory=list)
     logprobs: list[dict[str, Any]] = field(default_factory=list)
+    call: ToolCallStarted | None = None
+
+
+_ITEM_ID_PREFIX = {"reasoning": "rs", "message": "msg", "function_call": "fc"}
 
 
 class ResponseFold:
@@ -90,6 +98,13 @@ class ResponseFold:
             case ReasoningEnded():
                 if self._open is not None and self._open.kind == "reasoning":
                     self._close_item("completed")
+            case ToolCallStarted():
+                self._start()
+                self._close_item("completed")
+                self._open_item("function_call", event)
+            case ToolCallEnded():
+                if self._open is not None and self._open.kind == "function_call":
+                    self._close_item("completed")
             case GenerationFinished():
                 self._start()
                 self._raw_output_text = event.raw_output_text
@@ -138,6 +153,9 @@ class ResponseFold:
             self._emit("response.in_progress", response=self.response())
 
     def _on_tokens(self, event: TokensGenerated) -> None:
+        if event.channel == "tool_call":
+            self._on_arguments(event.text)
+            return
         kind = "reasoning" if event.channel == "reasoning" else "message"
         if not event.text and not event.logprobs:
             return
@@ -155,6 +173,16 @@ class ResponseFold:
             logprobs = logprob_objects(event.logprobs)
             item.logprobs.extend(logprobs)
             self._emit("response.output_text.delta", **location, delta=event.text, logprobs=logprobs)
+
+    def _on_arguments(self, delta: str) -> None:
+        item = self._open
+        if not delta or item is None or item.kind != "function_call":
+            return
+        item.text.append(delta)
+        self._emit(
+            "response.function_call_arguments.delta",
+            item_id=item.id, output_index=item.output_index, delta=delta,
+        )
 
     def _finish(self, event: GenerationFinished) -> None:
         item_status = "completed" if event.finish_reason == "stop" else "incomplete"
@@ -174,13 +202,18 @@ class ResponseFold:
             self.status = "cancelled"
             self._emit("response.incomplete", response=self.response())
 
-    def _open_item(self, kind: str) -> _OpenItem:
+    def _open_item(self, kind: str, call: ToolCallStarted | None = None) -> _OpenItem:
         output_index = self._next_output_index
         self._next_output_index += 1
         response_id = self._accepted.response_id
-        prefix = "rs" if kind == "reasoning" else "msg"
-        item = _OpenItem(kind, output_index, item_id(response_id, prefix, output_index))
+        new_id = item_id(response_id, _ITEM_ID_PREFIX[kind], output_index)
+        item = _OpenItem(kind, output_index, new_id, call=call)
         self._open = item
+        if kind == "function_call":
+            # A function call has no content parts: its arguments stream on the item itself.
+            added = self._item_snapshot(item, "in_progress")
+            self._emit("response.output_item.added", output_index=output_index, item=added)
+            return item
         if kind == "reasoning":
             added, part = reasoning_item(item.id, None, "in_progress"), {"type": "reasoning_text", "text": ""}
         else:
@@ -197,6 +230,13 @@ class ResponseFold:
         if item is None:
             return
         text = "".join(item.text)
+        if item.kind == "function_call":
+            self._emit(
+                "response.function_call_arguments.done",
+                item_id=item.id, output_index=item.output_index, arguments=text,
+            )
+            self._done_item(item, status)
+            return
         location = {"item_id": item.id, "output_index": item.output_index, "content_index": 0}
         if item.kind == "reasoning":
             self._emit("response.reasoning_text.done", **location, text=text)
@@ -205,6 +245,9 @@ class ResponseFold:
             self._emit("response.output_text.done", **location, text=text, logprobs=item.logprobs)
             part = output_text_part(text, item.logprobs)
         self._emit("response.content_part.done", **location, part=part)
+        self._done_item(item, status)
+
+    def _done_item(self, item: _OpenItem, status: str) -> None:
         done = self._item_snapshot(item, status)
         self.output.append(done)
         self._emit("response.output_item.done", output_index=item.output_index, item=done)
@@ -212,6 +255,9 @@ class ResponseFold:
     @staticmethod
     def _item_snapshot(item: _OpenItem, status: str) -> dict[str, Any]:
         text = "".join(item.text)
+        if item.call is not None:
+            call = item.call
+            return function_call_item(item.id, call.call_id, call.name, call.namespace, text, status)
         if item.kind == "reasoning":
             return reasoning_item(item.id, text, status)
         return message_item(item.id, text, list(item.logprobs), status)

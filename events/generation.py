@@ -8,7 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from events.envelope import Event
 
-Channel = Literal["reasoning", "text"]
+# "tool_call": the arguments of the function call a tool_call.started opened.
+Channel = Literal["reasoning", "text", "tool_call"]
 FinishReason = Literal["stop", "length", "cancelled"]
 
 
@@ -67,6 +68,29 @@ class ReasoningEnded(Event):
 
     cause: Literal["model", "budget"]
     reasoning_tokens: int = Field(ge=0)
+
+
+class ToolCallStarted(Event):
+    """The answer began a function call. Its arguments follow as tokens.generated on channel
+    "tool_call" until tool_call.ended."""
+
+    type: Literal["tool_call.started"] = "tool_call.started"
+    v: Literal[1] = 1
+
+    call_id: str
+    # The function's own name; `namespace` names the namespace tool holding it, if any.
+    name: str
+    namespace: str | None = None
+
+
+class ToolCallEnded(Event):
+    """The function call closed; `arguments` is its whole JSON text, the joined deltas."""
+
+    type: Literal["tool_call.ended"] = "tool_call.ended"
+    v: Literal[1] = 1
+
+    call_id: str
+    arguments: str
 
 
 class GenerationFinished(Event):

@@ -17,3 +17,10 @@ def item_id(response_id: str, kind: str, output_index: int) -> str:
     """
     suffix = response_id.removeprefix("resp_")
     return f"{kind}_{suffix}_{output_index}"
+
+
+def call_id(response_id: str, index: int) -> str:
+    """The `call_id` of a response's `index`-th function call (0, 1, ...). Derived, not
+    random, so a worker that resumes a response names the calls as the first one did."""
+    suffix = response_id.removeprefix("resp_")
+    return f"call_{suffix}_{index}"

@@ -9,6 +9,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from events.envelope import Event
 
 
+class ToolCall(BaseModel):
+    """A function call an assistant turn made (a `function_call` input item)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    call_id: str
+    # As the model writes it: `<namespace>.<name>` for a function inside a namespace.
+    name: str
+    # The arguments as JSON text, as the client sent them back.
+    arguments: str
+
+
 class ChatMessage(BaseModel):
     """One turn of the conversation, ready for a chat template."""
 
@@ -16,6 +28,43 @@ class ChatMessage(BaseModel):
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str
+    # Assistant turns: the calls they made. Tool turns: the call they answer.
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    # Assistant turns: the reasoning that led to them (a `reasoning` input item), for
+    # templates that render it.
+    reasoning: str | None = None
+
+
+class ToolDefinition(BaseModel):
+    """A function the model may call: a `function` tool, or one inside a `namespace` tool."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    # As the model writes it: `<namespace>.<name>` inside a namespace.
+    name: str
+    description: str | None = None
+    # JSON schema of the arguments (an object); None: any JSON object.
+    parameters: dict[str, Any] | None = None
+    namespace: str | None = None
+    # The request field holding `parameters`, named by the error when it cannot be compiled.
+    param: str = "tools"
+
+
+class AnswerConstraint(BaseModel):
+    """What the answer text must match (text.format or structured_outputs), enforced by
+    constrained decoding after any reasoning."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    kind: Literal["json_object", "json_schema", "regex", "choice", "grammar"]
+    json_schema: dict[str, Any] | None = None
+    pattern: str | None = None
+    choices: tuple[str, ...] = ()
+    # EBNF (the GBNF dialect of llama.cpp) with a `root` rule.
+    grammar: str | None = None
+    # The request field it came from, named by the error when it cannot be compiled.
+    param: str
 
 
 class SamplingSettings(BaseModel):
@@ -75,4 +124,11 @@ class RequestAccepted(Event):
     kv_transfer_params: dict[str, Any] | None = None
     ec_transfer_params: dict[str, Any] | None = None
     vllm_xargs: dict[str, Any] | None = None
+    # Function calling. `tool_choice` is lowered: a named function is "required" with that
+    # one name allowed; `allowed_tool_names` None allows every tool.
+    tools: tuple[ToolDefinition, ...] = ()
+    tool_choice: Literal["none", "auto", "required"] = "auto"
+    allowed_tool_names: tuple[str, ...] | None = None
+    parallel_tool_calls: bool = True
+    answer_constraint: AnswerConstraint | None = None
     echo: dict[str, Any] = Field(default_factory=dict)

@@ -60,6 +60,22 @@ def message_item(
     }
 
 
+def function_call_item(
+    item_id: str, call_id: str, name: str, namespace: str | None, arguments: str, status: str
+) -> dict[str, Any]:
+    item = {
+        "id": item_id,
+        "type": "function_call",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
+    if namespace is not None:
+        item["namespace"] = namespace
+    return item
+
+
 # Echoed fields with the value a Response carries when the request left them out.
 ECHO_DEFAULTS: dict[str, Any] = {
     "instructions": None,

@@ -41,6 +41,22 @@ status: 400 `invalid_request_error` (validation; `param` names the field, nested
 too long (or otherwise unusable) gets a 400 naming `input`; a streaming one gets an
 `error` event with that `param`, then `response.failed`.
 
+## Function calling and structured output
+
+`tools` takes `function` tools and `namespace` tools (their functions are called as
+`<namespace>.<name>`; the `function_call` item then carries `name` and `namespace`). A call
+streams as `response.output_item.added` (a `function_call` item, `status: "in_progress"`,
+empty `arguments`), `response.function_call_arguments.delta` events whose deltas join to the
+final `arguments`, `response.function_call_arguments.done` and
+`response.output_item.done`. Send the call back as a `function_call` input item with a
+`function_call_output` item carrying its `call_id`, and the model answers from the result.
+`tool_choice` `required`, a named function and `allowed_tools` in `required` mode force a
+call, and every call's arguments follow the tool's `parameters` schema: the worker enforces
+both by constrained decoding, as it does `text.format` (`json_object`, `json_schema`) and
+`structured_outputs`, on the answer only, after any reasoning. A grammar that does not compile
+(an unsupported schema keyword, a malformed regex) is a 400 naming the field. An answer cut
+by `max_output_tokens` is incomplete, and so is its JSON.
+
 ## Other routes
 
 - `GET /v1/models`: the models some live worker serves.

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from events import ModelCard, RequestAccepted
+from workers.tool_prompt import ToolPrompt
 
 log = logging.getLogger("spate.worker.model")
 
@@ -47,10 +48,15 @@ class ServedModel(Protocol):
 class EngineModel:
     """A real model behind the continuous-batching engine."""
 
-    def __init__(self, loaded: Any, engine: Any, served_name: str, worker_id: str) -> None:
+    def __init__(
+        self, loaded: Any, engine: Any, served_name: str, worker_id: str, grammars: Any
+    ) -> None:
         self.loaded = loaded
         self.engine = engine
+        # A GrammarCompiler for the model's vocabulary (structured output, tool calls).
+        self.grammars = grammars
         profile = loaded.profile
+        self.tool_prompt = ToolPrompt(loaded.chat_template, profile.tool_call_format)
         self.context_length = engine.max_model_len
         self.card = ModelCard(
             name=served_name,
@@ -65,10 +71,10 @@ class EngineModel:
     def build_prompt(self, request: RequestAccepted) -> Prompt:
         """Render and tokenize; with truncation "auto", drop the oldest turns until the
         prompt leaves room for the answer, otherwise a long input is an error on `input`."""
-        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        messages, tools = self.tool_prompt.render_inputs(request)
         room = min(request.sampling.max_output_tokens or 1, self.context_length // 2)
         while True:
-            text, token_ids = self._render(request, messages)
+            text, token_ids = self._render(request, messages, tools)
             fits = len(token_ids) + (room if request.truncation == "auto" else 0) < self.context_length
             if fits:
                 return Prompt(token_ids, self.loaded.profile.prompt_opens_reasoning(text), text)
@@ -81,9 +87,13 @@ class EngineModel:
                 )
             del messages[droppable[0]]
 
-    def _render(self, request: RequestAccepted, messages: list[dict[str, Any]]) -> tuple[str, list[int]]:
+    def _render(
+        self, request: RequestAccepted, messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+    ) -> tuple[str, list[int]]:
         text = self.loaded.chat_template.render(
             messages,
+            tools=tools,
             enable_thinking=request.enable_thinking,
             reasoning_effort=request.reasoning_effort,
             chat_template_kwargs=request.chat_template_kwargs,
@@ -91,7 +101,10 @@ class EngineModel:
         return text, self.loaded.tokenizer.encode(text)
 
     def sampling_params(self, request: RequestAccepted) -> Any:
+        """The engine's parameters, with the answer's grammar compiled (milliseconds, cached;
+        run off the event loop)."""
         from workers.engine.sampling_params import SamplingParams
+        from workers.structured_output import ConstraintError, compile_answer_grammar
 
         sampling = request.sampling
         vocab_size = self.loaded.config.vocab_size
@@ -103,6 +116,10 @@ class EngineModel:
                     f"Token ids {unknown} are outside this model's vocabulary of {vocab_size}.",
                     param=param,
                 )
+        try:
+            grammar = compile_answer_grammar(self.grammars, request)
+        except ConstraintError as error:
+            raise InvalidRequest(str(error), param=error.param) from error
         return SamplingParams(
             temperature=sampling.temperature,
             top_p=sampling.top_p,
@@ -124,6 +141,7 @@ class EngineModel:
             thinking_token_budget=request.thinking_token_budget,
             priority=request.priority,
             cache_salt=request.cache_salt,
+            grammar=grammar,
         )
 
     def token_text(self, token_id: int) -> str:
@@ -138,6 +156,7 @@ def load_engine_model(settings: Any) -> EngineModel:
     import torch
 
     from workers.engine import EngineConfig, LLMEngine
+    from workers.engine.grammar import GrammarCompiler
     from workers.model import load_model
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -150,6 +169,9 @@ def load_engine_model(settings: Any) -> EngineModel:
         num_kv_blocks=settings.num_kv_blocks,
     )
     engine = LLMEngine(loaded, config)
+    grammars = GrammarCompiler(loaded.tokenizer, loaded.config.vocab_size)
     log.info("loaded %s on %s (kernels: %s) in %.1fs", loaded.name, device,
              engine.model_runner.ops.backend, time.perf_counter() - started)
-    return EngineModel(loaded, engine, settings.served_model_name or loaded.name, settings.worker_id)
+    return EngineModel(
+        loaded, engine, settings.served_model_name or loaded.name, settings.worker_id, grammars
+    )

@@ -17,10 +17,7 @@ from events import (
     GenerationFailed,
     GenerationFinished,
     GenerationStarted,
-    ReasoningEnded,
     RequestAccepted,
-    TokenLogprob,
-    TokensGenerated,
     Usage,
     decode,
 )
@@ -39,6 +36,7 @@ from workers.publisher import PublishFailed, ResponsePublisher
 from workers.recovery import PriorProgress, cancel_requested, read_progress
 from workers.served_model import InvalidRequest, ServedModel
 from workers.settings import WorkerSettings
+from workers.step_events import StepEvents, usage_of
 
 log = logging.getLogger("spate.worker")
 
@@ -50,10 +48,10 @@ class Job:
     publisher: ResponsePublisher
     cancelled: bool = False
     finished: bool = False
-    # Which channel the next id-only event belongs to (the think block is open).
-    in_reasoning: bool = False
     # Every output token id, kept only for enable_response_messages.
     output_token_ids: list[int] | None = None
+    # Turns the engine's outputs into events; set once the prompt is built.
+    events: StepEvents | None = None
 
 
 class Worker:
@@ -219,7 +217,7 @@ class Worker:
                 await self._finish_cancelled(job, 0)
                 return
             prompt = await asyncio.to_thread(served.build_prompt, request)
-            params = served.sampling_params(request)
+            params = await asyncio.to_thread(served.sampling_params, request)
         except InvalidRequest as error:
             await self._fail(job, error.code, str(error), param=error.param)
             return
@@ -236,7 +234,7 @@ class Worker:
             prompt_text=prompt.text if messages else None,
             prompt_token_ids=tuple(prompt.token_ids) if messages else None,
         )
-        job.in_reasoning = prompt.opens_reasoning
+        job.events = StepEvents(request, served.token_text, prompt.opens_reasoning)
         self.engine.add(
             response_id, prompt.token_ids, params,
             output_token_ids=progress.output_token_ids,
@@ -261,38 +259,19 @@ class Worker:
 
     async def _publish_step(self, job: Job, output: Any) -> None:
         publish = job.publisher.publish
-        token_ids = tuple(output.new_token_ids)
+        if job.events is None:
+            raise RuntimeError(f"an engine output for {output.request_id} before its prompt")
         if job.output_token_ids is not None:
-            job.output_token_ids.extend(token_ids)
-        reasoning = [d for d in output.deltas if d.channel == "reasoning"]
-        text = [d for d in output.deltas if d.channel != "reasoning"]
-        published_ids = False
-        for delta in reasoning:
-            job.in_reasoning = True
-            await publish(TokensGenerated, channel="reasoning", text=delta.text,
-                          token_ids=() if published_ids else token_ids, logprobs=self._logprobs(delta))
-            published_ids = True
-        if output.reasoning_ended:
-            job.in_reasoning = False
-            await publish(ReasoningEnded, cause=output.reasoning_ended,
-                          reasoning_tokens=output.num_reasoning_tokens)
-        for delta in text:
-            job.in_reasoning = False
-            await publish(TokensGenerated, channel="text", text=delta.text,
-                          token_ids=() if published_ids else token_ids, logprobs=self._logprobs(delta))
-            published_ids = True
-        if token_ids and not published_ids:
-            # Every token id reaches the log (a replacement worker rebuilds from them),
-            # even in a step whose text is still held back.
-            channel = "reasoning" if job.in_reasoning else "text"
-            await publish(TokensGenerated, channel=channel, text="", token_ids=token_ids)
+            job.output_token_ids.extend(output.new_token_ids)
+        for event_type, fields in job.events.of(output):
+            await publish(event_type, **fields)
         if output.finished:
             job.finished = True
             raw = None
             if job.output_token_ids is not None:
                 raw = await asyncio.to_thread(self.served.decode, job.output_token_ids)
             await publish(GenerationFinished, finish_reason=output.finish_reason,
-                          usage=_usage(output), raw_output_text=raw)
+                          usage=usage_of(output), raw_output_text=raw)
             self._spawn(self._settle(job))
 
     async def _settle(self, job: Job) -> None:
@@ -344,18 +323,6 @@ class Worker:
             job.cancelled = True
             self.engine.cancel(response_id)
 
-    def _logprobs(self, delta: Any) -> tuple[TokenLogprob, ...] | None:
-        if not delta.logprobs:
-            return None
-        text = self.served.token_text
-        return tuple(
-            TokenLogprob(
-                token=text(entry.token_id), logprob=entry.logprob,
-                top_logprobs=tuple((text(token_id), logprob) for token_id, logprob in entry.top_logprobs),
-            )
-            for entry in delta.logprobs
-        )
-
     # -- liveness ----------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
@@ -377,13 +344,5 @@ class Worker:
                 log.warning("heartbeat failed: %s", error)
             await asyncio.sleep(self.settings.heartbeat_s)
 
-
-def _usage(output: Any) -> Usage:
-    return Usage(
-        input_tokens=output.num_prompt_tokens,
-        output_tokens=output.num_output_tokens,
-        reasoning_tokens=output.num_reasoning_tokens,
-        cached_tokens=output.num_cached_tokens,
-    )
 
 

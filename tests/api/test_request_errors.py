@@ -63,10 +63,55 @@ def test_unknown_key(api_server: Stack) -> None:
     assert error["param"] == "colour"
 
 
-@pytest.mark.parametrize("field", ["tools", "prompt", "structured_outputs", "mm_processor_kwargs"])
-def test_fields_not_served_yet_are_refused_by_name(api_server: Stack, field: str) -> None:
+@pytest.mark.parametrize("field", ["prompt", "mm_processor_kwargs", "previous_input_messages"])
+def test_fields_not_served_are_refused_by_name(api_server: Stack, field: str) -> None:
     error = error_of(post(api_server, {"model": MODEL, "input": "hi", field: [1]}), 400)
     assert error["param"] == field
+
+
+WEATHER = {"type": "function", "name": "get_weather",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "param", "says"),
+    [
+        ({"tools": [{"type": "web_search"}]}, "tools[0].type", "web_search"),
+        ({"tools": [WEATHER, {"type": "code_interpreter", "container": "c"}]}, "tools[1].type",
+         "code_interpreter"),
+        ({"tools": [{"type": "mcp", "server_label": "x"}]}, "tools[0].type", "mcp"),
+        ({"tools": [{"type": "namespace", "name": "ns", "description": "d",
+                     "tools": [{"type": "custom", "name": "c"}]}]}, "tools[0].tools[0].type", "custom"),
+        ({"tools": [WEATHER, WEATHER]}, "tools[1].name", "twice"),
+        ({"tools": [{**WEATHER, "name": "get weather"}]}, "tools[0].name", "pattern"),
+        ({"tools": [{**WEATHER, "parameters": {"type": "array"}}]}, "tools[0].parameters", "object"),
+        ({"tool_choice": "required"}, "tool_choice", "tools"),
+        ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "get_time"}},
+         "tool_choice.name", "get_time"),
+        ({"tool_choice": {"type": "function", "name": "get_weather"}}, "tool_choice.name", "get_weather"),
+        ({"tools": [WEATHER], "tool_choice": {"type": "file_search"}}, "tool_choice.type", "file_search"),
+        ({"tools": [WEATHER], "tool_choice": {"type": "allowed_tools", "mode": "required",
+                                               "tools": [{"type": "function", "name": "nope"}]}},
+         "tool_choice.tools[0].name", "nope"),
+        ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type", "item_reference"),
+        ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0].call_id",
+         "required"),
+        ({"input": [{"type": "reasoning", "summary": [], "encrypted_content": "x"}]},
+         "input[0].encrypted_content", "encrypted"),
+        ({"text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema", "required"),
+        ({"text": {"format": {"type": "yaml"}}}, "text.format.type", "yaml"),
+        ({"structured_outputs": {"regex": "a", "choice": ["b"]}}, "structured_outputs", "exactly one"),
+        ({"structured_outputs": {"json": "{not json"}}, "structured_outputs.json", "JSON"),
+        ({"structured_outputs": {"choice": ["a"]}, "text": {"format": {"type": "json_object"}}},
+         "structured_outputs", "text.format"),
+    ],
+)
+def test_tool_and_format_errors_name_the_field(
+    api_server: Stack, fields: dict[str, object], param: str, says: str
+) -> None:
+    error = error_of(post(api_server, {"model": MODEL, "input": "hi", **fields}), 400)
+    assert error["param"] == param, error
+    assert says in str(error["message"]), error
 
 
 def test_background_names_the_store_variable(api_server: Stack) -> None:

@@ -46,6 +46,10 @@ HONORED: dict[str, tuple[Any, Any]] = {
     "reasoning": ({"effort": "low"}, lambda e: e.reasoning_effort == "low" and e.enable_thinking is True),
     "thinking_token_budget": (4, lambda e: e.thinking_token_budget == 4),
     "instructions": ("Be brief.", lambda e: e.messages[0].role == "system"),
+    "tools": ([{"type": "function", "name": "now"}],
+              lambda e: [t.name for t in e.tools] == ["now"] and e.tool_choice == "auto"),
+    "parallel_tool_calls": (False, lambda e: e.parallel_tool_calls is False),
+    "structured_outputs": ({"choice": ["a", "b"]}, lambda e: e.answer_constraint.choices == ("a", "b")),
 }
 
 ECHOED: dict[str, Any] = {

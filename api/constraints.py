@@ -1,0 +1,84 @@
+"""Lowering `tools`, `tool_choice`, `text.format` and `structured_outputs` into what the
+worker enforces: tool definitions, a lowered tool choice and the answer's constraint."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from api.request_model import ResponsesRequest
+from api.text_format import JSONObjectFormat, JSONSchemaFormat
+from api.tool_models import AllowedTools, FunctionChoice, NamespaceTool
+from events import AnswerConstraint, ToolDefinition
+
+
+def tool_definitions(request: ResponsesRequest) -> tuple[ToolDefinition, ...]:
+    definitions: list[ToolDefinition] = []
+    for index, tool in enumerate(request.tools or []):
+        if isinstance(tool, NamespaceTool):
+            definitions.extend(
+                ToolDefinition(
+                    name=f"{tool.name}.{function.name}",
+                    description=_joined(tool.description, function.description),
+                    parameters=function.parameters,
+                    namespace=tool.name,
+                    param=f"tools[{index}].tools[{inner}].parameters",
+                )
+                for inner, function in enumerate(tool.tools)
+            )
+        else:
+            definitions.append(ToolDefinition(
+                name=tool.name, description=tool.description, parameters=tool.parameters,
+                param=f"tools[{index}].parameters",
+            ))
+    return tuple(definitions)
+
+
+def _joined(namespace_description: str, description: str | None) -> str:
+    return f"{namespace_description} {description}" if description else namespace_description
+
+
+ToolMode = Literal["none", "auto", "required"]
+
+
+def tool_choice_of(request: ResponsesRequest) -> tuple[ToolMode, tuple[str, ...] | None]:
+    """(mode, allowed names): a named function is `required` with only its name allowed;
+    None allows every tool. Without tools the mode is `none` whatever was asked."""
+    choice = request.tool_choice
+    if not request.tools or choice == "none":
+        return "none", None
+    if isinstance(choice, FunctionChoice):
+        return "required", (choice.name,)
+    if isinstance(choice, AllowedTools):
+        return choice.mode, tuple(dict.fromkeys(entry.name for entry in choice.tools))
+    return choice or "auto", None
+
+
+def answer_constraint_of(request: ResponsesRequest) -> AnswerConstraint | None:
+    fmt = request.text.format if request.text is not None else None
+    if isinstance(fmt, JSONObjectFormat):
+        return AnswerConstraint(kind="json_object", param="text.format")
+    if isinstance(fmt, JSONSchemaFormat):
+        return AnswerConstraint(kind="json_schema", json_schema=fmt.schema_, param="text.format.schema")
+    outputs = request.structured_outputs
+    if outputs is None:
+        return None
+    if outputs.json_schema is not None:
+        return AnswerConstraint(kind="json_schema", json_schema=outputs.json_schema,
+                                param="structured_outputs.json")
+    if outputs.regex is not None:
+        return AnswerConstraint(kind="regex", pattern=outputs.regex, param="structured_outputs.regex")
+    if outputs.choice is not None:
+        return AnswerConstraint(kind="choice", choices=tuple(outputs.choice),
+                                param="structured_outputs.choice")
+    return AnswerConstraint(kind="grammar", grammar=outputs.grammar, param="structured_outputs.grammar")
+
+
+def tools_echo(request: ResponsesRequest) -> dict[str, Any]:
+    """`tools` and `tool_choice` as the Response repeats them: as the client sent them."""
+    echo: dict[str, Any] = {}
+    if request.tools is not None:
+        echo["tools"] = [tool.model_dump(exclude_unset=True) for tool in request.tools]
+    if request.tool_choice is not None:
+        choice = request.tool_choice
+        echo["tool_choice"] = choice if isinstance(choice, str) else choice.model_dump()
+    return echo

@@ -1,0 +1,51 @@
+"""Lowering `instructions` and the `input` items into the chat turns a template renders:
+function calls join the assistant turn that made them, their outputs become tool turns,
+and reasoning items travel with the assistant turn that follows them."""
+
+from __future__ import annotations
+
+from api.input_items import FunctionCallItem, FunctionCallOutputItem, MessageItem, ReasoningItem
+from api.request_model import ResponsesRequest
+from events import ChatMessage, ToolCall
+
+
+def messages_of(request: ResponsesRequest) -> tuple[ChatMessage, ...]:
+    messages: list[ChatMessage] = []
+    if request.instructions:
+        messages.append(ChatMessage(role="system", content=request.instructions))
+    if isinstance(request.input, str):
+        messages.append(ChatMessage(role="user", content=request.input))
+        return tuple(messages)
+    reasoning: list[str] = []
+    for item in request.input:
+        if isinstance(item, ReasoningItem):
+            reasoning.append(item.text())
+            continue
+        if isinstance(item, MessageItem):
+            message = ChatMessage(role=item.role, content=item.text())
+        elif isinstance(item, FunctionCallItem):
+            call = ToolCall(call_id=item.call_id, name=item.qualified_name(), arguments=item.arguments)
+            if _continues_assistant_turn(messages) and not reasoning:
+                # Parallel calls, or a call after the turn's text: one assistant turn.
+                last = messages.pop()
+                message = last.model_copy(update={"tool_calls": (*last.tool_calls, call)})
+            else:
+                message = ChatMessage(role="assistant", content="", tool_calls=(call,))
+        else:
+            message = _tool_turn(item)
+        if reasoning and message.role == "assistant":
+            message = message.model_copy(update={"reasoning": "".join(reasoning)})
+            reasoning.clear()
+        messages.append(message)
+    if reasoning:
+        # Reasoning with no turn after it still reaches the template, on an empty turn.
+        messages.append(ChatMessage(role="assistant", content="", reasoning="".join(reasoning)))
+    return tuple(messages)
+
+
+def _continues_assistant_turn(messages: list[ChatMessage]) -> bool:
+    return bool(messages) and messages[-1].role == "assistant"
+
+
+def _tool_turn(item: FunctionCallOutputItem) -> ChatMessage:
+    return ChatMessage(role="tool", content=item.text(), tool_call_id=item.call_id)

@@ -1,0 +1,133 @@
+"""The items of `input`: messages, function calls and their outputs, and reasoning."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, field_validator
+
+from api.model_base import FieldRejected, StrictModel, tag_by_type
+
+ItemStatus = Literal["in_progress", "completed", "incomplete"]
+
+
+class TextPart(StrictModel):
+    type: Literal["input_text", "output_text"]
+    text: str
+    annotations: list[Any] | None = None
+    logprobs: list[Any] | None = None
+
+
+class MessageItem(StrictModel):
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: str | list[TextPart]
+    id: str | None = None
+    status: str | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+
+class FunctionCallItem(StrictModel):
+    """A call the model made in an earlier turn, sent back so the conversation goes on."""
+
+    type: Literal["function_call"]
+    call_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    arguments: str
+    namespace: str | None = None
+    id: str | None = None
+    status: ItemStatus | None = None
+
+    def qualified_name(self) -> str:
+        """The name as the model writes it: `<namespace>.<name>` inside a namespace."""
+        return f"{self.namespace}.{self.name}" if self.namespace else self.name
+
+
+class OutputText(StrictModel):
+    type: Literal["input_text"]
+    text: str
+
+
+class FunctionCallOutputItem(StrictModel):
+    """What the client's function returned for a call."""
+
+    type: Literal["function_call_output"]
+    call_id: str = Field(min_length=1)
+    output: str | list[OutputText]
+    name: str | None = None
+    namespace: str | None = None
+    id: str | None = None
+    status: ItemStatus | None = None
+
+    def text(self) -> str:
+        if isinstance(self.output, str):
+            return self.output
+        return "".join(part.text for part in self.output)
+
+
+class ReasoningText(StrictModel):
+    type: Literal["reasoning_text"]
+    text: str
+
+
+class ReasoningSummary(StrictModel):
+    type: Literal["summary_text"]
+    text: str
+
+
+class ReasoningItem(StrictModel):
+    """The reasoning of an earlier turn, in plain text (encrypted reasoning is refused)."""
+
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[ReasoningSummary] = Field(default_factory=list)
+    content: list[ReasoningText] | None = None
+    encrypted_content: str | None = None
+    status: ItemStatus | None = None
+
+    @field_validator("encrypted_content")
+    @classmethod
+    def _plain_text_only(cls, value: str | None) -> str | None:
+        if value is not None:
+            raise ValueError("encrypted reasoning is not supported; send the reasoning as content")
+        return value
+
+    def text(self) -> str:
+        return "".join(part.text for part in self.content or [])
+
+
+# Item type -> union tag.
+ITEM_TAGS = {
+    "message": "Message",
+    "function_call": "FunctionCall",
+    "function_call_output": "FunctionCallOutput",
+    "reasoning": "Reasoning",
+}
+
+
+InputItem = Annotated[
+    Annotated[MessageItem, Tag("Message")]
+    | Annotated[FunctionCallItem, Tag("FunctionCall")]
+    | Annotated[FunctionCallOutputItem, Tag("FunctionCallOutput")]
+    | Annotated[ReasoningItem, Tag("Reasoning")],
+    # A message may leave its type out.
+    Discriminator(tag_by_type(ITEM_TAGS, missing="message")),
+]
+
+
+def refuse_unknown_item_types(items: Any) -> None:
+    """A clear 400 on `input[i].type` for item kinds spate does not take (images, files,
+    item references, built-in tool calls...), before the union reports a vaguer error."""
+    if not isinstance(items, list):
+        return
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and item.get("type", "message") not in ITEM_TAGS:
+            raise FieldRejected(
+                f"input[{index}].type",
+                f"Input items of type '{item.get('type')}' are not supported; spate takes "
+                f"{', '.join(ITEM_TAGS)} items.",
+            )

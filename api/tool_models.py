@@ -1,0 +1,124 @@
+"""`tools` and `tool_choice` as spate accepts them: function tools and namespace tools of
+functions. Built-in tools (web search, file search, code interpreter, mcp, ...) are refused
+by name, since spate serves a model, not those services."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, field_validator
+
+from api.model_base import NAME_PATTERN, FieldRejected, StrictModel, tag_by_type
+
+SERVED_TOOL_TYPES = ("function", "namespace")
+
+
+class FunctionTool(StrictModel):
+    type: Literal["function"]
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+    @field_validator("parameters")
+    @classmethod
+    def _object_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # The arguments of a call are one JSON object, so a schema must describe one.
+        if value is not None and value.get("type", "object") != "object":
+            raise ValueError("the parameters schema must describe a JSON object (type 'object')")
+        return value
+
+
+class NamespaceTool(StrictModel):
+    """Functions grouped under a name; the model calls them as `<namespace>.<function>`."""
+
+    type: Literal["namespace"]
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str
+    tools: list[FunctionTool] = Field(min_length=1)
+
+
+Tool = Annotated[
+    Annotated[FunctionTool, Tag("Function")] | Annotated[NamespaceTool, Tag("Namespace")],
+    Discriminator(tag_by_type({"function": "Function", "namespace": "Namespace"})),
+]
+
+
+class FunctionChoice(StrictModel):
+    type: Literal["function"]
+    name: str = Field(min_length=1)
+
+
+class AllowedTools(StrictModel):
+    type: Literal["allowed_tools"]
+    mode: Literal["auto", "required"]
+    tools: list[FunctionChoice] = Field(min_length=1)
+
+
+ToolChoice = (
+    Literal["none", "auto", "required"]
+    | Annotated[
+        Annotated[FunctionChoice, Tag("Function")] | Annotated[AllowedTools, Tag("AllowedTools")],
+        Discriminator(tag_by_type({"function": "Function", "allowed_tools": "AllowedTools"})),
+    ]
+)
+
+
+def refuse_unserved_tools(tools: Any, tool_choice: Any) -> None:
+    """400s that name the built-in tool type, in `tools` and in `tool_choice`."""
+    for index, tool in enumerate(tools if isinstance(tools, list) else []):
+        if not isinstance(tool, dict):
+            continue
+        _refuse_type(tool.get("type"), f"tools[{index}].type", SERVED_TOOL_TYPES)
+        if tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
+            for inner, function in enumerate(tool["tools"]):
+                if isinstance(function, dict):
+                    _refuse_type(function.get("type"), f"tools[{index}].tools[{inner}].type", ("function",))
+    if isinstance(tool_choice, dict):
+        _refuse_type(tool_choice.get("type"), "tool_choice.type", ("function", "allowed_tools"),
+                     what="tool_choice type")
+        allowed = tool_choice.get("tools") if tool_choice.get("type") == "allowed_tools" else None
+        for index, entry in enumerate(allowed if isinstance(allowed, list) else []):
+            if isinstance(entry, dict):
+                _refuse_type(entry.get("type"), f"tool_choice.tools[{index}].type", ("function",))
+
+
+def _refuse_type(
+    tool_type: Any, param: str, served: tuple[str, ...], what: str = "tool type"
+) -> None:
+    if tool_type not in served:
+        raise FieldRejected(
+            param,
+            f"The {what} '{tool_type}' is not supported: spate takes "
+            f"{' and '.join(repr(t) for t in served)} only.",
+        )
+
+
+def callable_names(tools: list[FunctionTool | NamespaceTool]) -> dict[str, str]:
+    """Every function the model may call, by the name it writes -> the param naming it.
+    Duplicates are a 400 on the later one."""
+    names: dict[str, str] = {}
+    for index, tool in enumerate(tools):
+        if isinstance(tool, NamespaceTool):
+            entries = [(f"{tool.name}.{function.name}", f"tools[{index}].tools[{inner}].name")
+                       for inner, function in enumerate(tool.tools)]
+        else:
+            entries = [(tool.name, f"tools[{index}].name")]
+        for name, param in entries:
+            if name in names:
+                raise FieldRejected(param, f"The tool name '{name}' is used twice.")
+            names[name] = param
+    return names
+
+
+def check_tool_choice(tool_choice: Any, names: dict[str, str]) -> None:
+    """`required`, a named function or allowed_tools need tools that exist."""
+    if tool_choice == "required" and not names:
+        raise FieldRejected("tool_choice", "tool_choice 'required' needs at least one function in 'tools'.")
+    if isinstance(tool_choice, FunctionChoice) and tool_choice.name not in names:
+        raise FieldRejected("tool_choice.name", f"No function named '{tool_choice.name}' is in 'tools'.")
+    if isinstance(tool_choice, AllowedTools):
+        for index, entry in enumerate(tool_choice.tools):
+            if entry.name not in names:
+                raise FieldRejected(f"tool_choice.tools[{index}].name",
+                                    f"No function named '{entry.name}' is in 'tools'.")

@@ -1,0 +1,114 @@
+"""The grammar a response's answer must follow, as an xgrammar structural tag: the answer
+constraint (JSON, a JSON schema, a regex, a choice, an EBNF grammar), function calls in the
+hermes format, or both; compiled for the model, with errors that name the request field.
+
+    tool_choice  answer constraint  the answer is
+    none/no tools  none             free text (no grammar)
+    none/no tools  C                C
+    auto           none             free text in which every <tool_call> block is a valid call
+    auto           C                one or more calls, or C
+    required       any              one or more calls (one with parallel_tool_calls false)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from events import AnswerConstraint, RequestAccepted, ToolDefinition
+from workers.engine.grammar import GrammarCompiler, GrammarError
+from workers.tool_calls import CLOSE_TAG, OPEN_TAG, callable_tools
+
+# At most this much whitespace in a row inside generated JSON: valid JSON either way, and
+# a small model cannot loop on newlines until it runs out of tokens.
+JSON_MAX_WHITESPACE = 1
+ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+
+class ConstraintError(ValueError):
+    """The request's grammar cannot be compiled; `param` names the field at fault."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def answer_format(request: RequestAccepted) -> dict[str, Any] | None:
+    """The structural tag's format for the answer, or None when the answer is free."""
+    constraint = constraint_format(request.answer_constraint)
+    tools = callable_tools(request)
+    if not tools:
+        return constraint
+    tags = [call_tag(tool) for tool in tools]
+    only_one = not request.parallel_tool_calls
+    calls = {"type": "tags_with_separator", "tags": tags, "separator": "\n",
+             "at_least_one": True, "stop_after_first": only_one}
+    if request.tool_choice == "required":
+        return calls
+    if constraint is None:
+        return {"type": "triggered_tags", "triggers": [OPEN_TAG], "tags": tags,
+                "stop_after_first": only_one}
+    return {"type": "or", "elements": [calls, constraint]}
+
+
+def call_tag(tool: ToolDefinition) -> dict[str, Any]:
+    """`<tool_call>\\n{"name": "<name>", "arguments": <arguments>}\\n</tool_call>`: the name is
+    written by the grammar, the arguments follow the tool's schema."""
+    return {
+        "type": "tag",
+        "begin": f'{OPEN_TAG}\n{{"name": {json.dumps(tool.name)}, "arguments": ',
+        "content": json_format(tool.parameters or ANY_OBJECT),
+        "end": f"}}\n{CLOSE_TAG}",
+    }
+
+
+def json_format(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": schema, "max_whitespace_cnt": JSON_MAX_WHITESPACE}
+
+
+def constraint_format(constraint: AnswerConstraint | None) -> dict[str, Any] | None:
+    if constraint is None:
+        return None
+    if constraint.kind == "json_object":
+        return json_format(ANY_OBJECT)
+    if constraint.kind == "json_schema":
+        return json_format(constraint.json_schema or ANY_OBJECT)
+    if constraint.kind == "regex":
+        return {"type": "regex", "pattern": constraint.pattern}
+    if constraint.kind == "choice":
+        return {"type": "or", "elements": [
+            {"type": "const_string", "value": choice} for choice in constraint.choices
+        ]}
+    return {"type": "grammar", "grammar": constraint.grammar}
+
+
+def compile_answer_grammar(compiler: GrammarCompiler, request: RequestAccepted) -> Any:
+    """The compiled grammar of the request's answer, or None when it is free."""
+    fmt = answer_format(request)
+    if fmt is None:
+        return None
+    try:
+        return compiler.compile(fmt)
+    except GrammarError as error:
+        param = _culprit(compiler, request)
+        raise ConstraintError(f"The grammar for '{param}' does not compile: {_clean(error)}",
+                              param) from error
+
+
+def _culprit(compiler: GrammarCompiler, request: RequestAccepted) -> str:
+    """Compiles each part alone to find the field whose grammar fails."""
+    parts = [(tool.param, call_tag(tool)) for tool in callable_tools(request)]
+    if request.answer_constraint is not None:
+        parts.append((request.answer_constraint.param, constraint_format(request.answer_constraint)))
+    for param, fmt in parts:
+        try:
+            compiler.compile(fmt)
+        except GrammarError:
+            return param
+    return "tools" if parts and parts[0][0].startswith("tools") else "text.format"
+
+
+def _clean(error: Exception) -> str:
+    """xgrammar's messages start with a time and a source location; the reason follows."""
+    return re.sub(r"^\[[\d:]+\] \S+:\d+: ", "", str(error)).strip()

@@ -1,0 +1,136 @@
+"""How tools and earlier tool turns reach a chat template.
+
+A template that renders `tools` itself in the hermes format gets them as Hugging Face's
+apply_chat_template passes them: tool definitions, assistant turns with `tool_calls`, and
+`tool` turns. Any other template (SmolLM2's knows nothing of tools) gets the tools described
+in the system prompt, the way hermes-format templates describe them, and earlier calls and
+results written out in that same text form, so the model sees one convention throughout.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from events import ChatMessage, RequestAccepted, ToolDefinition
+from workers.chat_template import ChatTemplate
+from workers.tool_calls import CLOSE_TAG, OPEN_TAG
+
+TOOLS_PROMPT = """# Tools
+
+You may call one or more functions to assist with the user query.
+
+You are provided with function signatures within <tools></tools> XML tags:
+<tools>
+{tools}
+</tools>
+
+For each function call, return a json object with function name and arguments within \
+<tool_call></tool_call> XML tags:
+<tool_call>
+{{"name": <function-name>, "arguments": <args-json-object>}}
+</tool_call>"""
+
+_PROBE_TOOL = {"type": "function", "function": {"name": "probe_tool_rendering", "parameters": {}}}
+
+
+def renders_tools(template: ChatTemplate) -> bool:
+    """Whether the template writes the tools it is given into the prompt."""
+    messages = [{"role": "user", "content": "x"}]
+    try:
+        return template.render(messages, tools=[_PROBE_TOOL]) != template.render(messages)
+    except ValueError:
+        return False
+
+
+class ToolPrompt:
+    """Turns a request's messages and tools into the template's messages and tools."""
+
+    def __init__(self, template: ChatTemplate, tool_call_format: str | None) -> None:
+        # Natively only for hermes templates: spate parses and constrains that format.
+        self.native = tool_call_format == "hermes" and renders_tools(template)
+
+    def render_inputs(
+        self, request: RequestAccepted
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+        # With tool_choice "none" the model is not offered the tools at all.
+        tools = [_tool_json(tool) for tool in request.tools] if request.tool_choice != "none" else []
+        if self.native:
+            return [_native_message(message) for message in request.messages], tools or None
+        messages = _written_out(request.messages)
+        if tools:
+            _add_system_prompt(messages, TOOLS_PROMPT.format(
+                tools="\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+            ))
+        return messages, None
+
+
+def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        function["description"] = tool.description
+    function["parameters"] = tool.parameters or {"type": "object"}
+    return {"type": "function", "function": function}
+
+
+def _base_message(message: ChatMessage) -> dict[str, Any]:
+    rendered: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.reasoning:
+        rendered["reasoning_content"] = message.reasoning
+    return rendered
+
+
+def _native_message(message: ChatMessage) -> dict[str, Any]:
+    rendered = _base_message(message)
+    if message.tool_calls:
+        rendered["tool_calls"] = [
+            {"id": call.call_id, "type": "function",
+             "function": {"name": call.name, "arguments": _arguments_value(call.arguments)}}
+            for call in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        rendered["tool_call_id"] = message.tool_call_id
+    return rendered
+
+
+def _arguments_value(arguments: str) -> Any:
+    # Templates write arguments with `tojson`, so they expect the object, not its text.
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
+
+
+def _written_out(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
+    rendered: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "tool":
+            response = f"<tool_response>\n{message.content}\n</tool_response>"
+            if rendered and rendered[-1].get("tool_results"):
+                rendered[-1]["content"] += "\n" + response
+            else:
+                rendered.append({"role": "user", "content": response, "tool_results": True})
+            continue
+        current = _base_message(message)
+        if message.tool_calls:
+            calls = [_written_call(call.name, call.arguments) for call in message.tool_calls]
+            current["content"] = "\n".join([message.content, *calls] if message.content else calls)
+        rendered.append(current)
+    for message in rendered:
+        message.pop("tool_results", None)
+    return rendered
+
+
+def _written_call(name: str, arguments: str) -> str:
+    try:
+        arguments_text = json.dumps(json.loads(arguments), ensure_ascii=False)
+    except json.JSONDecodeError:
+        arguments_text = json.dumps(arguments)
+    return f'{OPEN_TAG}\n{{"name": {json.dumps(name)}, "arguments": {arguments_text}}}\n{CLOSE_TAG}'
+
+
+def _add_system_prompt(messages: list[dict[str, Any]], prompt: str) -> None:
+    if messages and messages[0]["role"] in ("system", "developer"):
+        messages[0] = {**messages[0], "content": f"{messages[0]['content']}\n\n{prompt}"}
+    else:
+        messages.insert(0, {"role": "system", "content": prompt})
