@@ -1,7 +1,7 @@
 """Steady-state decode throughput of the engine on the default model at 1, 8 and 32
 concurrent sequences (after every prefill is done), and the process's resident memory.
 
-    .venv/bin/python benchmarks/bench_engine.py [--steps 64] [--concurrency 1 8 32]
+    .venv/bin/python benchmarks/bench_engine.py [--dtype bfloat16] [--concurrency 1 8 32]
 """
 
 from __future__ import annotations
@@ -20,8 +20,14 @@ from workers.model import DEFAULT_MODEL, load_model  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 TOPICS = (
-    "the history of Rome", "how bees make honey", "the water cycle", "black holes",
-    "the French revolution", "photosynthesis", "how a compiler works", "ocean tides",
+    "the history of Rome",
+    "how bees make honey",
+    "the water cycle",
+    "black holes",
+    "the French revolution",
+    "photosynthesis",
+    "how a compiler works",
+    "ocean tides",
 )
 
 
@@ -47,9 +53,14 @@ def prompts(loaded, count: int) -> list[list[int]]:
     return result
 
 
-def decode_throughput(engine: LLMEngine, prompt_ids: list[list[int]], warmup_steps: int, steps: int) -> float:
-    """Tokens per second over `steps` decode steps once every sequence has its first token."""
-    params = SamplingParams(temperature=0.0, ignore_eos=True, max_tokens=warmup_steps + steps + 2)
+def decode_throughput(
+    engine: LLMEngine, prompt_ids: list[list[int]], warmup_steps: int, steps: int, windows: int
+) -> list[float]:
+    """Tokens per second in each of `windows` runs of `steps` decode steps, measured once
+    every sequence has its first token. Several windows, because on a shared machine one
+    window can land on someone else's busy moment."""
+    max_tokens = warmup_steps + windows * steps + 2
+    params = SamplingParams(temperature=0.0, ignore_eos=True, max_tokens=max_tokens)
     for index, token_ids in enumerate(prompt_ids):
         engine.add_request(f"bench-{len(prompt_ids)}-{index}", token_ids, params)
     # Prefill steps first (the scheduler prefers them), then a few decode steps to warm up.
@@ -57,14 +68,16 @@ def decode_throughput(engine: LLMEngine, prompt_ids: list[list[int]], warmup_ste
         engine.step()
     for _ in range(warmup_steps):
         engine.step()
-    started = time.perf_counter()
-    generated = 0
-    for _ in range(steps):
-        generated += len(engine.step())
-    elapsed = time.perf_counter() - started
+    rates = []
+    for _ in range(windows):
+        started = time.perf_counter()
+        generated = 0
+        for _ in range(steps):
+            generated += len(engine.step())
+        rates.append(generated / (time.perf_counter() - started))
     while engine.has_unfinished_requests():
         engine.step()
-    return generated / elapsed
+    return rates
 
 
 def main() -> None:
@@ -72,26 +85,39 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
-    parser.add_argument("--steps", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=32, help="decode steps per window")
+    parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--warmup-steps", type=int, default=8)
-    parser.add_argument("--num-kv-blocks", type=int, default=1024)
+    parser.add_argument("--num-kv-blocks", type=int, default=512)
+    parser.add_argument("--threads", type=int, default=None, help="default: every usable core")
     args = parser.parse_args()
 
     loaded = load_model(args.model, dtype=DTYPES[args.dtype])
     engine = LLMEngine(
         loaded,
-        EngineConfig(num_kv_blocks=args.num_kv_blocks, max_num_seqs=max(args.concurrency)),
+        EngineConfig(
+            num_kv_blocks=args.num_kv_blocks,
+            max_num_seqs=max(args.concurrency),
+            num_threads=args.threads,
+        ),
     )
     rss, _ = resident_memory_mib()
-    print(f"model {loaded.name} ({args.dtype}), {torch.get_num_threads()} threads, "
-          f"{engine.model_runner.num_kv_blocks} KV blocks; RSS after load {rss:.0f} MiB")
+    print(
+        f"model {loaded.name} ({args.dtype}), {torch.get_num_threads()} threads, "
+        f"{engine.model_runner.num_kv_blocks} KV blocks; RSS after load {rss:.0f} MiB"
+    )
     for concurrency in args.concurrency:
-        tokens_per_s = decode_throughput(
-            engine, prompts(loaded, concurrency), args.warmup_steps, args.steps
+        rates = sorted(
+            decode_throughput(
+                engine, prompts(loaded, concurrency), args.warmup_steps, args.steps, args.windows
+            )
         )
+        median, best = rates[len(rates) // 2], rates[-1]
         rss, _ = resident_memory_mib()
-        print(f"concurrency {concurrency:3d}: {tokens_per_s:8.1f} tokens/s total, "
-              f"{tokens_per_s / concurrency:6.1f} per sequence; RSS {rss:.0f} MiB")
+        print(
+            f"concurrency {concurrency:3d}: {median:8.1f} tokens/s total (median window, "
+            f"best {best:.1f}), {median / concurrency:6.1f} per sequence; RSS {rss:.0f} MiB"
+        )
     _, peak = resident_memory_mib()
     print(f"peak RSS {peak:.0f} MiB")
 

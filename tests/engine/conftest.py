@@ -28,7 +28,10 @@ class Generation:
 
     def text(self, channel: str = "text") -> str:
         return "".join(
-            delta.text for output in self.outputs for delta in output.deltas if delta.channel == channel
+            delta.text
+            for output in self.outputs
+            for delta in output.deltas
+            if delta.channel == channel
         )
 
     @property
@@ -59,7 +62,9 @@ def render_prompt(loaded_model):
         text = loaded_model.chat_template.render(
             [{"role": "user", "content": question}], enable_thinking=enable_thinking
         )
-        return loaded_model.tokenizer.encode(text), loaded_model.profile.prompt_opens_reasoning(text)
+        return loaded_model.tokenizer.encode(text), loaded_model.profile.prompt_opens_reasoning(
+            text
+        )
 
     return render
 

@@ -31,7 +31,9 @@ def stream(tokenizer, text: str, params: SamplingParams, opens_reasoning: bool =
         seq.append_token(token_id)
         event = thinking.observe(seq, token_id)
         last = index == len(token_ids) - 1
-        finish_reason = processor.process_token(seq, token_id, None, event, "length" if last else None)
+        finish_reason = processor.process_token(
+            seq, token_id, None, event, "length" if last else None
+        )
         steps.append([(delta.channel, delta.text) for delta in processor.take_deltas(seq)])
         if finish_reason is not None:
             return steps, finish_reason
@@ -70,7 +72,10 @@ def test_prompt_opened_block_streams_reasoning_first(tokenizer):
 def test_stop_strings_match_in_the_answer_only(tokenizer):
     params = SamplingParams(stop=["STOP"])
     steps, finish_reason = stream(
-        tokenizer, "I could STOP here.</think>Answer then STOP and more", params, opens_reasoning=True
+        tokenizer,
+        "I could STOP here.</think>Answer then STOP and more",
+        params,
+        opens_reasoning=True,
     )
     assert joined(steps, "reasoning") == "I could STOP here."
     assert joined(steps, "text") == "Answer then "

@@ -20,7 +20,9 @@ def make_sampler() -> Sampler:
 
 
 def make_sequence(params: SamplingParams, output_token_ids=(), prompt=(1, 2, 3)) -> Sequence:
-    return Sequence("r", 0, list(prompt), params, max_num_tokens=1000, output_token_ids=output_token_ids)
+    return Sequence(
+        "r", 0, list(prompt), params, max_num_tokens=1000, output_token_ids=output_token_ids
+    )
 
 
 def random_logits(batch: int, seed: int = 0) -> torch.Tensor:
@@ -41,11 +43,16 @@ def test_greedy_and_top_k_one_pick_the_argmax():
 def test_min_p_one_keeps_only_the_most_likely_token():
     logits = random_logits(2, seed=3)
     seqs = [make_sequence(SamplingParams(temperature=2.0, min_p=1.0)) for _ in range(2)]
-    assert make_sampler()(logits.clone(), seqs, [None, None]).token_ids == logits.argmax(dim=-1).tolist()
+    assert (
+        make_sampler()(logits.clone(), seqs, [None, None]).token_ids
+        == logits.argmax(dim=-1).tolist()
+    )
 
 
 def test_sampling_follows_the_distribution():
-    logits = torch.tensor([[math.log(0.7), math.log(0.2), math.log(0.1)] + [-math.inf] * (VOCAB_SIZE - 3)])
+    logits = torch.tensor(
+        [[math.log(0.7), math.log(0.2), math.log(0.1)] + [-math.inf] * (VOCAB_SIZE - 3)]
+    )
     sampler = make_sampler()
     counts = [0, 0, 0]
     for _ in range(2000):
@@ -71,7 +78,10 @@ def test_forced_token_wins_over_bias_penalties_and_temperature():
         frequency_penalty=2.0,
         presence_penalty=2.0,
     )
-    seqs = [make_sequence(params, output_token_ids=[forced_token] * 5), make_sequence(SamplingParams(temperature=0.0))]
+    seqs = [
+        make_sequence(params, output_token_ids=[forced_token] * 5),
+        make_sequence(SamplingParams(temperature=0.0)),
+    ]
     sampled = make_sampler()(logits.clone(), seqs, [forced_token, None])
     assert sampled.token_ids == [forced_token, int(logits[1].argmax())]
 
@@ -81,7 +91,9 @@ def test_logit_bias_and_penalties_steer_greedy_choice():
     logits[0, 5] = 1.0
     biased = make_sequence(SamplingParams(temperature=0.0, logit_bias={9: 5.0}))
     assert make_sampler()(logits.clone(), [biased], [None]).token_ids == [9]
-    penalized = make_sequence(SamplingParams(temperature=0.0, presence_penalty=2.0), output_token_ids=[5])
+    penalized = make_sequence(
+        SamplingParams(temperature=0.0, presence_penalty=2.0), output_token_ids=[5]
+    )
     assert make_sampler()(logits.clone(), [penalized], [None]).token_ids != [5]
 
 
@@ -91,10 +103,15 @@ def test_seeded_rows_do_not_depend_on_the_rest_of_the_batch():
 
     def draws(batch_logits, row):
         seq = make_sequence(params)
-        others = [make_sequence(SamplingParams(temperature=1.0)) for _ in range(batch_logits.shape[0] - 1)]
+        others = [
+            make_sequence(SamplingParams(temperature=1.0)) for _ in range(batch_logits.shape[0] - 1)
+        ]
         seqs = others[:row] + [seq] + others[row:]
         sampler = make_sampler()
-        return [sampler(batch_logits.clone(), seqs, [None] * len(seqs)).token_ids[row] for _ in range(20)]
+        return [
+            sampler(batch_logits.clone(), seqs, [None] * len(seqs)).token_ids[row]
+            for _ in range(20)
+        ]
 
     alone = draws(logits, 0)
     crowded = torch.cat([random_logits(2, seed=8), logits, random_logits(3, seed=9)])
@@ -127,7 +144,9 @@ def test_logprobs_come_from_the_processed_logits_before_temperature():
     top_values, top_ids = expected[0].topk(2)
     assert [token_id for token_id, _ in greedy_entry.top_logprobs] == top_ids.tolist()
     assert sampled_entry.top_logprobs == []
-    assert sampled_entry.logprob == pytest.approx(float(expected[1, sampled.token_ids[1]]), abs=1e-5)
+    assert sampled_entry.logprob == pytest.approx(
+        float(expected[1, sampled.token_ids[1]]), abs=1e-5
+    )
     forced = make_sampler()(logits.clone(), [seqs[0]], [17]).logprobs[0]
     assert forced.token_id == 17 and forced.logprob == 0.0
     assert forced.top_logprobs[1][1] == -9999.0

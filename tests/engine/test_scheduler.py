@@ -74,7 +74,7 @@ def test_latest_arrival_is_preempted_when_blocks_run_out_and_recomputed_later():
     assert batch == [early, late]
     free_blocks_before = scheduler.block_manager.num_free_blocks
     assert free_blocks_before == 2
-    for step in range(4):
+    for _ in range(4):
         append_one_token(scheduler.running)
         batch, is_prefill = scheduler.schedule()
         assert not is_prefill

@@ -38,10 +38,14 @@ def thinking_prompt(render_prompt):
 
 
 @pytest.mark.parametrize("budget", [0, 1, 5, 32])
-def test_budget_puts_exactly_n_tokens_between_the_markers(make_engine, loaded_model, thinking_prompt, budget):
+def test_budget_puts_exactly_n_tokens_between_the_markers(
+    make_engine, loaded_model, thinking_prompt, budget
+):
     end_marker = loaded_model.tokenizer.encode(loaded_model.profile.reasoning_end)
     engine = make_engine()
-    engine.add_request("r", thinking_prompt, thinking_params(budget, budget + 10), prompt_opens_reasoning=True)
+    engine.add_request(
+        "r", thinking_prompt, thinking_params(budget, budget + 10), prompt_opens_reasoning=True
+    )
     generation = run_to_completion(engine)["r"]
     token_ids = generation.token_ids
     # The prompt opened the block, so everything before the end marker is reasoning.
@@ -67,16 +71,20 @@ def test_budget_puts_exactly_n_tokens_between_the_markers(make_engine, loaded_mo
 @pytest.mark.parametrize("budget", [None, -1])
 def test_no_budget_never_forces_the_end_marker(make_engine, loaded_model, thinking_prompt, budget):
     engine = make_engine()
-    engine.add_request("r", thinking_prompt, thinking_params(budget, 40), prompt_opens_reasoning=True)
+    engine.add_request(
+        "r", thinking_prompt, thinking_params(budget, 24), prompt_opens_reasoning=True
+    )
     generation = run_to_completion(engine)["r"]
     end_marker = loaded_model.tokenizer.encode(loaded_model.profile.reasoning_end)
     assert index_of(generation.token_ids, end_marker) == -1
     assert all(output.reasoning_ended is None for output in generation.outputs)
-    assert generation.final.num_reasoning_tokens == 40
+    assert generation.final.num_reasoning_tokens == 24
     assert generation.text("text") == ""
 
 
-def test_a_multi_token_end_marker_is_forced_one_token_per_step(make_engine, loaded_model, render_prompt):
+def test_a_multi_token_end_marker_is_forced_one_token_per_step(
+    make_engine, loaded_model, render_prompt
+):
     profile = dataclasses.replace(
         loaded_model.profile, reasoning_start="<reasoning>", reasoning_end="</reasoning>"
     )
@@ -123,11 +131,13 @@ def test_resumed_request_keeps_its_think_state(make_engine, loaded_model, thinki
             for output in full.outputs[:emitted_before]
             for delta in output.deltas
         ]
-        streamed_after = [(delta.channel, delta.text) for output in resumed.outputs for delta in output.deltas]
+        streamed_after = [
+            (delta.channel, delta.text) for output in resumed.outputs for delta in output.deltas
+        ]
         for channel in ("reasoning", "text"):
-            assert "".join(text for kind, text in streamed_before + streamed_after if kind == channel) == full.text(
-                channel
-            )
+            assert "".join(
+                text for kind, text in streamed_before + streamed_after if kind == channel
+            ) == full.text(channel)
 
 
 def test_budget_without_reasoning_markers_is_rejected(make_engine, loaded_model, render_prompt):
@@ -166,7 +176,10 @@ def test_generated_start_marker_opens_a_block_and_a_later_block_gets_a_fresh_bud
     # Two reasoning tokens, then the forced end marker, in each block.
     assert tokens == [5, 7, 8, 20, 21, 9, 10, 11, 7, 8, 30, 31, 9, 10, 11]
     assert [event for _, event in events if event] == [
-        ThinkEvent.OPENED, ThinkEvent.CLOSED_BY_BUDGET, ThinkEvent.OPENED, ThinkEvent.CLOSED_BY_BUDGET
+        ThinkEvent.OPENED,
+        ThinkEvent.CLOSED_BY_BUDGET,
+        ThinkEvent.OPENED,
+        ThinkEvent.CLOSED_BY_BUDGET,
     ]
     assert seq.num_reasoning_tokens == 4 and logic.reasoning_tokens(seq) == 4
 

@@ -21,7 +21,9 @@ class Block:
         self.hash: bytes | None = None
 
 
-def chained_block_hash(previous_hash: bytes | None, token_ids: TokenIds[int], salt: str | None) -> bytes:
+def chained_block_hash(
+    previous_hash: bytes | None, token_ids: TokenIds[int], salt: str | None
+) -> bytes:
     """A block's identity is everything up to its end, so the previous block's hash is part
     of it; the salt enters only the first block and so reaches every later one through the
     chain, which keeps requests with different salts from ever sharing a block. sha256
@@ -39,7 +41,9 @@ def chained_block_hash(previous_hash: bytes | None, token_ids: TokenIds[int], sa
 class BlockManager:
     def __init__(self, num_blocks: int, block_size: int) -> None:
         if num_blocks < 1 or block_size < 1:
-            raise ValueError(f"need positive num_blocks and block_size, got {num_blocks}, {block_size}")
+            raise ValueError(
+                f"need positive num_blocks and block_size, got {num_blocks}, {block_size}"
+            )
         self.block_size = block_size
         self.blocks = [Block(block_id) for block_id in range(num_blocks)]
         self.hash_to_block_id: dict[bytes, int] = {}
@@ -134,11 +138,15 @@ class BlockManager:
         if seq.num_tokens % self.block_size == 0:
             # The coming step fills the last block: make it findable by later requests.
             block_index = len(seq.block_table) - 1
-            previous_hash = self.blocks[seq.block_table[block_index - 1]].hash if block_index else None
+            previous_hash = (
+                self.blocks[seq.block_table[block_index - 1]].hash if block_index else None
+            )
             if block_index and previous_hash is None:
                 return
             block_hash = chained_block_hash(
-                previous_hash, seq.block_token_ids(block_index, self.block_size), seq.params.cache_salt
+                previous_hash,
+                seq.block_token_ids(block_index, self.block_size),
+                seq.params.cache_salt,
             )
             self._register(self.blocks[seq.block_table[block_index]], block_hash)
 

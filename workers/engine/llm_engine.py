@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence as TokenIds
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workers.engine.block_manager import BlockManager
 from workers.engine.config import EngineConfig
+from workers.engine.grammar import AnswerGrammar
+from workers.engine.grammar import advance as advance_grammar
 from workers.engine.model_runner import ModelRunner
 from workers.engine.output_processor import Delta, OutputProcessor
 from workers.engine.sampling_params import SamplingParams
@@ -36,6 +38,10 @@ class RequestOutput:
     num_output_tokens: int
     num_reasoning_tokens: int
     num_cached_tokens: int
+    # Only on a resumed request's first output: the text its output_token_ids made, which
+    # was streamed before; for per-response state kept outside the engine (a tool-call
+    # parser) to catch up on.
+    replayed_deltas: list[Delta] = field(default_factory=list)
 
 
 class LLMEngine:
@@ -66,6 +72,7 @@ class LLMEngine:
         self._sequences: dict[str, Sequence] = {}
         # Outputs decided between steps (cancellations), handed out by the next step().
         self._outputs_between_steps: list[RequestOutput] = []
+        self._replayed_deltas: dict[str, list[Delta]] = {}
 
     def add_request(
         self,
@@ -99,6 +106,8 @@ class LLMEngine:
         seq = Sequence(
             request_id, next(self._arrival_orders), prompt_token_ids, params, max_num_tokens
         )
+        if params.grammar is not None:
+            seq.grammar = AnswerGrammar(params.grammar)
         if self.thinking is not None:
             self.thinking.begin(seq, prompt_opens_reasoning)
         self.output_processor.begin(seq)
@@ -107,19 +116,26 @@ class LLMEngine:
             # The earlier engine stopped just short of reporting the length limit.
             self._outputs_between_steps.append(self._output(seq, [], None, "length"))
             return
+        if seq.grammar is not None and seq.grammar.terminated:
+            # The earlier engine ended the answer's grammar just before it could report it.
+            self._outputs_between_steps.append(self._output(seq, [], None, "stop"))
+            return
         self._sequences[request_id] = seq
         self.scheduler.add(seq)
 
     def _replay(self, seq: Sequence, output_token_ids: TokenIds[int]) -> None:
-        """Runs earlier output through the same state updates as live tokens, discarding
-        the text they make: it was streamed before."""
+        """Runs earlier output through the same state updates as live tokens (think state,
+        grammar, output text). Their text was streamed before, so it is not produced again:
+        the first output only reports it as `replayed_deltas`."""
         for token_id in output_token_ids:
-            if self.thinking is not None:
-                self.thinking.forced_token(seq)
+            forced = self.thinking.forced_token(seq) if self.thinking is not None else None
+            advance_grammar(seq, token_id, forced)
             seq.append_token(token_id)
             event = self.thinking.observe(seq, token_id) if self.thinking is not None else None
             self.output_processor.process_token(seq, token_id, None, event, None)
-        self.output_processor.take_deltas(seq)
+        replayed = self.output_processor.take_deltas(seq)
+        if replayed:
+            self._replayed_deltas[seq.request_id] = replayed
         if seq.params.seed is not None and not seq.params.greedy:
             seq.num_random_draws_to_replay = len(output_token_ids)
 
@@ -152,12 +168,18 @@ class LLMEngine:
             self.thinking.forced_token(seq) if self.thinking is not None else None for seq in seqs
         ]
         sampled = self.model_runner.run(seqs, is_prefill, forced_token_ids)
-        for seq, token_id, logprob in zip(seqs, sampled.token_ids, sampled.logprobs):
+        for seq, token_id, logprob, forced in zip(
+            seqs, sampled.token_ids, sampled.logprobs, forced_token_ids, strict=True
+        ):
             if seq.num_prompt_cached_tokens is None:
                 seq.num_prompt_cached_tokens = min(seq.num_cached_tokens, seq.num_prompt_tokens)
+            # Before the think state sees the token: the grammar only follows the answer.
+            grammar_ended = advance_grammar(seq, token_id, forced)
             seq.append_token(token_id)
             event = self.thinking.observe(seq, token_id) if self.thinking is not None else None
             finish_reason = self.output_processor.stop_token_reason(seq, token_id)
+            if finish_reason is None and grammar_ended:
+                finish_reason = "stop"
             finish_reason = self.output_processor.process_token(
                 seq, token_id, logprob, event, finish_reason
             )
@@ -188,4 +210,5 @@ class LLMEngine:
                 self.thinking.reasoning_tokens(seq) if self.thinking is not None else 0
             ),
             num_cached_tokens=seq.num_prompt_cached_tokens or 0,
+            replayed_deltas=self._replayed_deltas.pop(seq.request_id, []),
         )

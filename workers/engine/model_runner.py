@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from itertools import pairwise
 
 import torch
 
@@ -11,7 +12,12 @@ import kernels
 from workers.engine.config import EngineConfig
 from workers.engine.sampler import Sampler, SamplerOutput
 from workers.engine.sequence import Sequence
-from workers.model import AttentionMetadata, LoadedModel, allocate_kv_cache, kv_cache_bytes_per_block
+from workers.model import (
+    AttentionMetadata,
+    LoadedModel,
+    allocate_kv_cache,
+    kv_cache_bytes_per_block,
+)
 
 KV_CACHE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -98,18 +104,24 @@ class ModelRunner:
             positions.extend(range(start, seq.num_tokens))
             block_table = seq.block_table
             for position in range(start, seq.num_tokens):
-                slot_mapping.append(block_table[position // block_size] * block_size + position % block_size)
+                slot_mapping.append(
+                    block_table[position // block_size] * block_size + position % block_size
+                )
             cu_seqlens_q.append(len(input_ids))
         device = self.device
         attn = AttentionMetadata(
             is_prefill=True,
             slot_mapping=torch.tensor(slot_mapping, dtype=torch.int64, device=device),
             block_tables=self._block_tables(seqs),
-            context_lens=torch.tensor([seq.num_tokens for seq in seqs], dtype=torch.int32, device=device),
+            context_lens=torch.tensor(
+                [seq.num_tokens for seq in seqs], dtype=torch.int32, device=device
+            ),
             cu_seqlens_q=torch.tensor(cu_seqlens_q, dtype=torch.int32, device=device),
-            max_q_len=max(end - begin for begin, end in zip(cu_seqlens_q, cu_seqlens_q[1:])),
+            max_q_len=max(end - begin for begin, end in pairwise(cu_seqlens_q)),
         )
-        last_token_rows = torch.tensor([end - 1 for end in cu_seqlens_q[1:]], dtype=torch.int64, device=device)
+        last_token_rows = torch.tensor(
+            [end - 1 for end in cu_seqlens_q[1:]], dtype=torch.int64, device=device
+        )
         return (
             torch.tensor(input_ids, dtype=torch.int64, device=device),
             torch.tensor(positions, dtype=torch.int64, device=device),
@@ -127,13 +139,17 @@ class ModelRunner:
             position = seq.num_tokens - 1
             input_ids.append(seq.token_ids[-1])
             positions.append(position)
-            slot_mapping.append(seq.block_table[position // block_size] * block_size + position % block_size)
+            slot_mapping.append(
+                seq.block_table[position // block_size] * block_size + position % block_size
+            )
         device = self.device
         attn = AttentionMetadata(
             is_prefill=False,
             slot_mapping=torch.tensor(slot_mapping, dtype=torch.int64, device=device),
             block_tables=self._block_tables(seqs),
-            context_lens=torch.tensor([seq.num_tokens for seq in seqs], dtype=torch.int32, device=device),
+            context_lens=torch.tensor(
+                [seq.num_tokens for seq in seqs], dtype=torch.int32, device=device
+            ),
         )
         return (
             torch.tensor(input_ids, dtype=torch.int64, device=device),

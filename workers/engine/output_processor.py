@@ -58,7 +58,9 @@ class OutputProcessor:
     def stop_token_reason(self, seq: Sequence, token_id: int) -> str | None:
         """Finish reason a token causes by its id alone, before its text is looked at."""
         params = seq.params
-        if token_id in params.stop_token_ids or (token_id in self.eos_token_ids and not params.ignore_eos):
+        if token_id in params.stop_token_ids or (
+            token_id in self.eos_token_ids and not params.ignore_eos
+        ):
             return "stop"
         if seq.num_tokens >= seq.max_num_tokens:
             return "length"
@@ -82,7 +84,11 @@ class OutputProcessor:
         state.pending_logprobs.append(logprob)
         if think_event is not None:
             markers = self.thinking.markers
-            marker = markers.start_token_ids if think_event is ThinkEvent.OPENED else markers.end_token_ids
+            marker = (
+                markers.start_token_ids
+                if think_event is ThinkEvent.OPENED
+                else markers.end_token_ids
+            )
             stop_reason = self._release(seq, len(state.pending_token_ids) - len(marker))
             # The marker's own tokens belong to no channel.
             state.pending_token_ids.clear()

@@ -1,11 +1,11 @@
 """Picks each sequence's next token from its logits: penalties, logit bias and forced tokens
 (one kernel op), then temperature, top-k, top-p, min-p and a draw; logprobs on request.
 
-Logprobs are the log_softmax of the logits after penalties, bias and forcing but before
-temperature and top-k/top-p/min-p: what the model, as steered by the request's own
-penalties, thinks of each token, independent of how adventurous the draw is. (vLLM's
-default, raw_logprobs, reads them before penalties too; this engine reports the steered
-distribution so that a forced token reads as certain, which it was.)
+Logprobs are the log_softmax of the logits after penalties, bias, forcing and the grammar
+mask but before temperature and top-k/top-p/min-p: what the model, as steered by the
+request's own penalties and grammar, thinks of each token, independent of how adventurous
+the draw is. (vLLM's default, raw_logprobs, reads them before penalties too; this engine
+reports the steered distribution so that a forced token reads as certain, which it was.)
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from workers.engine.grammar import GrammarMasks, picks_next_token
 from workers.engine.sequence import Sequence
 
 LOWEST_LOGPROB = -9999.0
@@ -41,6 +42,7 @@ class Sampler:
         self.device = device
         self._zero_counts: torch.Tensor | None = None
         self._zero_mask: torch.Tensor | None = None
+        self._grammar_masks = GrammarMasks(vocab_size)
 
     def __call__(
         self, logits: torch.Tensor, seqs: list[Sequence], forced_token_ids: list[int | None]
@@ -50,6 +52,12 @@ class Sampler:
             seq.params.has_penalties or seq.params.logit_bias for seq in seqs
         ):
             self._apply_logits_processors(logits, seqs, forced_token_ids)
+        grammar_rows = [
+            row for row, (seq, forced) in enumerate(zip(seqs, forced_token_ids, strict=True))
+            if picks_next_token(seq, forced)
+        ]
+        if grammar_rows:
+            self._grammar_masks.apply(logits, seqs, grammar_rows)
         logprob_rows = [row for row, seq in enumerate(seqs) if seq.params.logprobs is not None]
         # Taken before sampling, which rescales and truncates the logits.
         log_probs = logits[logprob_rows].log_softmax(dim=-1) if logprob_rows else None
@@ -141,7 +149,7 @@ class Sampler:
         results = []
         for row, seq in enumerate(seqs):
             count = seq.params.logprobs
-            top = list(zip(top_ids[row][:count], top_values[row][:count])) if count else []
+            top = list(zip(top_ids[row][:count], top_values[row][:count], strict=True)) if count else []
             results.append(TokenLogprob(int(token_ids[row]), sampled[row], top))
         return results
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # OpenAI's logit_bias range; larger magnitudes would only mean "always" or "never".
 LOGIT_BIAS_LIMIT = 100.0
@@ -41,6 +42,8 @@ class SamplingParams:
     priority: int = 0
     # Requests with different salts never share cached KV blocks.
     cache_salt: str | None = None
+    # An xgrammar CompiledGrammar the answer (never the reasoning) must match; None: free.
+    grammar: Any = None
 
     def __post_init__(self) -> None:
         if self.temperature < 0.0:

@@ -14,7 +14,9 @@ class Scheduler:
     first and the tail of `running` is preempted first. A step is either a prefill batch
     or a decode batch, never a mix, so each forward pass has one shape of work."""
 
-    def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+    def __init__(
+        self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int
+    ) -> None:
         self.block_manager = block_manager
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from workers.engine.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
+    from workers.engine.grammar import AnswerGrammar
     from workers.engine.output_processor import OutputState
 
 
@@ -41,6 +42,7 @@ class Sequence:
         "num_random_draws_to_replay",
         "output_state",
         "finish_reason",
+        "grammar",
     )
 
     def __init__(
@@ -78,6 +80,8 @@ class Sequence:
         self.num_random_draws_to_replay = 0
         self.output_state: OutputState | None = None
         self.finish_reason: str | None = None
+        # The grammar the answer must match (structured output, tool calls); None: free text.
+        self.grammar: AnswerGrammar | None = None
 
     def __len__(self) -> int:
         return len(self.token_ids)

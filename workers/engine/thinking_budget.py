@@ -100,7 +100,9 @@ class ThinkingBudget:
         if not seq.in_think:
             return seq.num_reasoning_tokens
         forced_so_far = (
-            len(self.markers.end_token_ids) - len(seq.forced_token_ids) if seq.forced_token_ids else 0
+            len(self.markers.end_token_ids) - len(seq.forced_token_ids)
+            if seq.forced_token_ids
+            else 0
         )
         return seq.num_reasoning_tokens + seq.think_tokens_in_block - forced_so_far
 
