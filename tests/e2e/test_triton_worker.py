@@ -40,7 +40,7 @@ def tiny_workers(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iter
     try:
         ready = wait_for(lambda: set(names) <= served(stack) or not all(w.alive() for w in workers), 300, 0.5)
         assert ready and all(w.alive() for w in workers), "\n".join(w.output()[-2000:] for w in workers)
-        for worker, (_, kernels) in zip(workers, names.values()):
+        for worker, (_, kernels) in zip(workers, names.values(), strict=True):
             assert f"(kernels: {kernels})" in worker.output(), worker.output()[-2000:]
         yield {name: kernels for name, (_, kernels) in names.items()}
     finally:
