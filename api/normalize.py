@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from api.constraints import answer_constraint_of, tool_choice_of, tool_definitions, tools_echo
@@ -17,14 +18,19 @@ def _unset(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def sampling_of(request: ResponsesRequest) -> SamplingSettings:
+def sampling_of(
+    request: ResponsesRequest, model_defaults: Mapping[str, float] | None = None
+) -> SamplingSettings:
+    """Resolved sampling: the request's value, else the model's recommendation, else
+    the API-wide default (what OpenAI's API uses)."""
+    defaults = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, **(model_defaults or {})}
     stop = request.stop
     wants_logprobs = LOGPROBS_INCLUDE in (request.include or [])
     return SamplingSettings(
-        temperature=_unset(request.temperature, 1.0),
-        top_p=_unset(request.top_p, 1.0),
-        top_k=0 if request.top_k in (None, -1) else request.top_k,
-        min_p=_unset(request.min_p, 0.0),
+        temperature=_unset(request.temperature, defaults["temperature"]),
+        top_p=_unset(request.top_p, defaults["top_p"]),
+        top_k=0 if request.top_k == -1 else int(_unset(request.top_k, defaults["top_k"])),
+        min_p=_unset(request.min_p, defaults["min_p"]),
         presence_penalty=_unset(request.presence_penalty, 0.0),
         frequency_penalty=_unset(request.frequency_penalty, 0.0),
         repetition_penalty=_unset(request.repetition_penalty, 1.0),
@@ -78,7 +84,11 @@ def echo_of(request: ResponsesRequest) -> dict[str, Any]:
     return echo
 
 
-def accept(request: ResponsesRequest, response_id: str) -> RequestAccepted:
+def accept(
+    request: ResponsesRequest,
+    response_id: str,
+    model_defaults: Mapping[str, float] | None = None,
+) -> RequestAccepted:
     budget = request.thinking_token_budget
     tool_choice, allowed_tool_names = tool_choice_of(request)
     return RequestAccepted(
@@ -86,7 +96,7 @@ def accept(request: ResponsesRequest, response_id: str) -> RequestAccepted:
         seq=0,
         model=request.model,
         messages=messages_of(request),
-        sampling=sampling_of(request),
+        sampling=sampling_of(request, model_defaults),
         thinking_token_budget=None if budget in (None, -1) else budget,
         enable_thinking=thinking_switch(request),
         reasoning_effort=request.reasoning.effort if request.reasoning else None,

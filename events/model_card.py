@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ModelCard(BaseModel):
@@ -14,6 +14,8 @@ class ModelCard(BaseModel):
     reasoning_start: str | None = None
     reasoning_end: str | None = None
     tool_call_format: str | None = None
+    # Sampling values used when a request leaves them out (temperature, top_p, top_k, min_p).
+    default_sampling: dict[str, float] = Field(default_factory=dict)
     worker_id: str = ""
     created_at: float = 0.0
 

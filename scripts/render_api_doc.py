@@ -27,8 +27,10 @@ when the two disagree.
 """
 
 FOOTER = """
-Sampling values a request leaves out are resolved (temperature 1, top_p 1, ...) and the
-Response echoes the resolved values.
+Sampling values a request leaves out are resolved: to the model's recommendation when it
+has one (its worker advertises it: SmolLM2-135M-Instruct recommends temperature 0.2 and
+top_p 0.9; a Hugging Face folder's `generation_config.json` gives its own), otherwise to
+OpenAI's defaults (temperature 1, top_p 1). The Response echoes the resolved values.
 
 ## Errors
 

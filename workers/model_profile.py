@@ -22,6 +22,9 @@ class ModelProfile:
     reasoning_end: str | None = None
     tool_call_format: str | None = None
     default_chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    # Sampling values the model's authors recommend (temperature, top_p, top_k, min_p);
+    # a request that leaves one out gets this instead of the API-wide default.
+    default_sampling: Mapping[str, float] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if (self.reasoning_start is None) != (self.reasoning_end is None):
@@ -65,8 +68,15 @@ def detect_tool_call_format(vocab: Mapping[str, int], chat_template: str | None)
     return None
 
 
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p")
+
+
 def detect_profile(
-    name: str, context_length: int, vocab: Mapping[str, int], chat_template: str | None
+    name: str,
+    context_length: int,
+    vocab: Mapping[str, int],
+    chat_template: str | None,
+    generation_config: Mapping[str, Any] | None = None,
 ) -> ModelProfile:
     """A profile from what the checkpoint shows: its vocabulary and its chat template."""
     markers = detect_reasoning_markers(vocab, chat_template)
@@ -76,4 +86,8 @@ def detect_profile(
         reasoning_start=markers[0] if markers else None,
         reasoning_end=markers[1] if markers else None,
         tool_call_format=detect_tool_call_format(vocab, chat_template),
+        default_sampling={
+            key: value for key, value in (generation_config or {}).items()
+            if key in SAMPLING_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool)
+        },
     )

@@ -64,6 +64,7 @@ class EngineModel:
             reasoning_start=profile.reasoning_start,
             reasoning_end=profile.reasoning_end,
             tool_call_format=profile.tool_call_format,
+            default_sampling=dict(profile.default_sampling),
             worker_id=worker_id,
             created_at=time.time(),
         )

@@ -18,7 +18,7 @@ from api.errors import APIError
 from api.event_log import EventLog
 from api.normalize import accept
 from api.request_model import ResponsesRequest
-from events import GenerationFailed, ResponseFold
+from events import GenerationFailed, ModelCard, ResponseFold
 from events.ids import new_response_id
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -40,10 +40,10 @@ async def create_response(
     request: Request, bus: BusDep, settings: SettingsDep, admission: AdmissionDep
 ) -> Any:
     body = await read_request(request, settings.max_body_bytes)
-    await check_model(bus, body)
+    card = await check_model(bus, body)
     admission.admit()
     try:
-        event = accept(body, await response_id_for(bus, body))
+        event = accept(body, await response_id_for(bus, body), card.default_sampling)
         events = await bus.follow(event.response_id)
         await bus.publish_request(event)
     except BaseException:
@@ -66,7 +66,7 @@ async def response_id_for(bus: Bus, body: ResponsesRequest) -> str:
     return body.request_id
 
 
-async def check_model(bus: Bus, body: ResponsesRequest) -> None:
+async def check_model(bus: Bus, body: ResponsesRequest) -> ModelCard:
     card = await bus.model_card(body.model)
     if card is None:
         raise APIError(404, f"The model '{body.model}' does not exist.", param="model",
@@ -80,6 +80,7 @@ async def check_model(bus: Bus, body: ResponsesRequest) -> None:
     if not await bus.is_live(body.model):
         raise APIError(503, f"No worker is serving the model '{body.model}' right now.",
                        param="model", code="model_unavailable")
+    return card
 
 
 async def fold_events(

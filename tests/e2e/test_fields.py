@@ -176,3 +176,10 @@ def test_stop_token_ids_end_the_answer(stack: Stack) -> None:
                      stop_token_ids=[tokens[2]]).json()
     assert stopped["status"] == "completed"
     assert stopped["usage"]["output_tokens"] == tokens.index(tokens[2]) + 1
+
+
+def test_sampling_left_out_follows_the_model_recommendation(stack: Stack) -> None:
+    response = create(stack).json()
+    assert (response["temperature"], response["top_p"]) == (0.2, 0.9)
+    chosen = create(stack, temperature=1.0, top_p=1.0).json()
+    assert (chosen["temperature"], chosen["top_p"]) == (1.0, 1.0)

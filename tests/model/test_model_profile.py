@@ -65,3 +65,11 @@ def test_markers_found_in_the_template_alone():
     profile = detect_profile("m", 10, vocab={"a": 0}, chat_template=template)
     assert (profile.reasoning_start, profile.reasoning_end) == ("<think>", "</think>")
     assert detect_profile("m", 10, vocab={"a": 0}, chat_template="plain").reasoning_start is None
+
+
+def test_generation_config_gives_the_default_sampling() -> None:
+    from workers.model_profile import detect_profile
+
+    profile = detect_profile("m", 128, {}, None, {"temperature": 0.6, "top_p": 0.95, "do_sample": True,
+                                                    "top_k": 20, "eos_token_id": 2})
+    assert dict(profile.default_sampling) == {"temperature": 0.6, "top_p": 0.95, "top_k": 20}

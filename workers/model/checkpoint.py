@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -28,3 +28,5 @@ class Checkpoint:
     bos_token: str | None
     eos_token: str | None
     read_weights: Callable[[torch.dtype], NamedTensors]
+    # generation_config.json of a Hugging Face folder (recommended sampling values).
+    generation_config: dict = field(default_factory=dict)

@@ -141,4 +141,5 @@ def read_hf_directory(directory: Path, name: str | None = None) -> Checkpoint:
         bos_token=bos_token,
         eos_token=eos_token,
         read_weights=lambda dtype: _read_tensors(files, dtype, label),
+        generation_config=generation_config,
     )

