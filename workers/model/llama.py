@@ -138,6 +138,8 @@ class CausalLM(nn.Module):
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops, dtype)
         self.lm_head = None
+        # A prepacked copy of the tied embedding for the CPU path (see cpu_linear.py).
+        self.tied_lm_head: nn.Module | None = None
         if not config.tie_word_embeddings:
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False, dtype=dtype)
         cache_dtype = dtype if dtype is not None else torch.get_default_dtype()
@@ -181,8 +183,11 @@ class CausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, H] -> logits [N, V] in fp32, whatever the model dtype."""
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(hidden, weight).float()
+        if self.lm_head is not None:
+            return self.lm_head(hidden).float()
+        if self.tied_lm_head is not None:
+            return self.tied_lm_head(hidden).float()
+        return F.linear(hidden, self.embed_tokens.weight).float()
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy Hugging Face named tensors in, fusing q/k/v and gate/up; all must be present."""

@@ -12,6 +12,7 @@ import kernels
 from workers.chat_template import ChatTemplate, thinking_variant
 from workers.model.checkpoint import Checkpoint
 from workers.model.config import ModelConfig
+from workers.model.cpu_linear import PrepackedLinear, prepack_linears, prepacking_available
 from workers.model.gguf_loader import read_gguf
 from workers.model.hf_loader import read_hf_directory
 from workers.model.llama import CausalLM
@@ -140,6 +141,10 @@ def load_model(
     model = model.to_empty(device=device)
     model.load_weights(checkpoint.read_weights(dtype))
     model.requires_grad_(False).eval()
+    if prepacking_available(torch.device(device), dtype):
+        prepack_linears(model)
+        if model.lm_head is None:
+            model.tied_lm_head = PrepackedLinear(model.embed_tokens.weight, None, batch_hint=32)
     return LoadedModel(
         name=checkpoint.name,
         config=checkpoint.config,

@@ -1,0 +1,46 @@
+"""Linear layers with weights prepacked once for oneDNN, the CPU path's fast matmul.
+
+On a CPU the forward pass is bound by its matrix multiplies; oneDNN's blocked weight
+layout, prepared at load instead of on every call, makes them about twice as fast.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def prepacking_available(device: torch.device, dtype: torch.dtype) -> bool:
+    return (
+        device.type == "cpu"
+        and dtype == torch.float32
+        and torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+    )
+
+
+class PrepackedLinear(nn.Module):
+    """`nn.Linear` in oneDNN's layout; same inputs and outputs, inference only."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, batch_hint: int) -> None:
+        super().__init__()
+        self.in_features = weight.shape[1]
+        self.out_features = weight.shape[0]
+        self.register_buffer("packed_weight", torch.ops.mkldnn._reorder_linear_weight(weight, batch_hint))
+        self.register_buffer("bias", None if bias is None else bias.detach().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features)
+        out = torch.ops.mkldnn._linear_pointwise(flat, self.packed_weight, self.bias, "none", [], "")
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+def prepack_linears(model: nn.Module, batch_hint: int = 32) -> int:
+    """Swap every nn.Linear in `model` for its prepacked form; returns how many."""
+    swapped = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(parent, name, PrepackedLinear(child.weight.detach(), child.bias, batch_hint))
+                swapped += 1
+    return swapped
