@@ -18,6 +18,7 @@ from kernels._launch import (
     upcast_dot_inputs,
 )
 from kernels.context_splits import merge_context_splits, plan_context_splits
+from kernels.paged_tiles import paged_token_offsets
 
 # Tokens per inner-loop tile; gathered per token through the block table, so it is
 # independent of the cache block size.
@@ -83,15 +84,9 @@ def _paged_decode_attention_kernel(
     for tile_start in range(split_start, split_end, BLOCK_N):
         tokens = tile_start + tl.arange(0, BLOCK_N)
         in_context = tokens < split_end
-        physical_block = tl.load(
-            block_tables_ptr + seq * block_table_stride + tokens // block_size,
-            mask=in_context,
-            other=0,
-        ).to(tl.int64)
-        token_offsets = (
-            physical_block * cache_block_stride
-            + (tokens % block_size) * cache_token_stride
-            + kv_head * cache_head_stride
+        token_offsets = paged_token_offsets(
+            block_tables_ptr, seq, block_table_stride, tokens, in_context, block_size,
+            cache_block_stride, cache_token_stride, kv_head, cache_head_stride,
         )
         kv_mask = in_context[:, None] & (dims[None, :] < head_dim)
         kv_offsets = token_offsets[:, None] + dims[None, :]

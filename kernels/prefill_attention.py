@@ -17,6 +17,7 @@ from kernels._launch import (
     triton,
     upcast_dot_inputs,
 )
+from kernels.paged_tiles import paged_token_offsets
 
 # Query rows per program: whole queries times the query heads sharing one KV head.
 ROWS_PER_TILE = 64
@@ -89,15 +90,9 @@ def _prefill_attention_kernel(
     for tile_start in range(0, keys_visible, BLOCK_N):
         tokens = tile_start + tl.arange(0, BLOCK_N)
         in_context = tokens < keys_visible
-        physical_block = tl.load(
-            block_tables_ptr + seq * block_table_stride + tokens // block_size,
-            mask=in_context,
-            other=0,
-        ).to(tl.int64)
-        token_offsets = (
-            physical_block * cache_block_stride
-            + (tokens % block_size) * cache_token_stride
-            + kv_head * cache_head_stride
+        token_offsets = paged_token_offsets(
+            block_tables_ptr, seq, block_table_stride, tokens, in_context, block_size,
+            cache_block_stride, cache_token_stride, kv_head, cache_head_stride,
         )
         kv_mask = in_context[:, None] & (dims[None, :] < head_dim)
         kv_offsets = token_offsets[:, None] + dims[None, :]
