@@ -54,12 +54,17 @@ def prompts(loaded, count: int) -> list[list[int]]:
 
 
 def decode_throughput(
-    engine: LLMEngine, prompt_ids: list[list[int]], warmup_steps: int, steps: int, windows: int
+    engine: LLMEngine,
+    prompt_ids: list[list[int]],
+    warmup_steps: int,
+    steps: int,
+    windows: int,
+    profile_rows: int = 0,
 ) -> list[float]:
     """Tokens per second in each of `windows` runs of `steps` decode steps, measured once
     every sequence has its first token. Several windows, because on a shared machine one
     window can land on someone else's busy moment."""
-    max_tokens = warmup_steps + windows * steps + 2
+    max_tokens = warmup_steps + (windows + (1 if profile_rows else 0)) * steps + 2
     params = SamplingParams(temperature=0.0, ignore_eos=True, max_tokens=max_tokens)
     for index, token_ids in enumerate(prompt_ids):
         engine.add_request(f"bench-{len(prompt_ids)}-{index}", token_ids, params)
@@ -75,9 +80,22 @@ def decode_throughput(
         for _ in range(steps):
             generated += len(engine.step())
         rates.append(generated / (time.perf_counter() - started))
+    if profile_rows:
+        print_profile(engine, steps, profile_rows)
     while engine.has_unfinished_requests():
         engine.step()
     return rates
+
+
+def print_profile(engine: LLMEngine, steps: int, rows: int) -> None:
+    """Where one more window of decode steps spends its time, op by op (self time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for _ in range(steps):
+            engine.step()
+    table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+    print(f"profile of {steps} decode steps:\n{table}")
 
 
 def main() -> None:
@@ -90,6 +108,10 @@ def main() -> None:
     parser.add_argument("--warmup-steps", type=int, default=8)
     parser.add_argument("--num-kv-blocks", type=int, default=512)
     parser.add_argument("--threads", type=int, default=None, help="default: every usable core")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="ROWS",
+        help="after the windows, print the ROWS ops taking the most time in one more window",
+    )
     args = parser.parse_args()
 
     loaded = load_model(args.model, dtype=DTYPES[args.dtype])
@@ -109,7 +131,12 @@ def main() -> None:
     for concurrency in args.concurrency:
         rates = sorted(
             decode_throughput(
-                engine, prompts(loaded, concurrency), args.warmup_steps, args.steps, args.windows
+                engine,
+                prompts(loaded, concurrency),
+                args.warmup_steps,
+                args.steps,
+                args.windows,
+                args.profile,
             )
         )
         median, best = rates[len(rates) // 2], rates[-1]

@@ -4,7 +4,6 @@ Long contexts are split across programs (flash-decoding) and merged by a second 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from kernels._launch import (
     FLOAT_DTYPES,
@@ -210,30 +209,37 @@ def paged_decode_attention_ref(
     context_lens: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
-    """Plain-torch decode attention, batched: gather every sequence's blocks into a padded
-    [B, L, Hk, D] tensor, mask positions past each context length, run SDPA once."""
-    batch = q.shape[0]
-    block_size = k_cache.shape[1]
+    """Plain-torch decode attention, batched; the CPU path's decode attention.
+
+    Every sequence's blocks are gathered whole (one row copy per block) into a padded
+    [B, Hk, L, D] tensor; each kv head's query group then attends with two batched
+    matmuls, positions past a sequence's context masked out. Math in fp32.
+    """
+    batch, num_heads, head_dim = q.shape
+    num_blocks, block_size, num_kv_heads, _ = k_cache.shape
     max_context = int(context_lens.max()) if batch > 0 else 0
     if max_context == 0:
         return torch.zeros_like(q)
     blocks_needed = -(-max_context // block_size)
+    length = blocks_needed * block_size
     block_ids = block_tables[:, :blocks_needed].long()
-    block_starts = torch.arange(blocks_needed, device=q.device) * block_size
+    block_starts = torch.arange(0, length, block_size, device=q.device)
     # Table entries past a sequence's last block may hold padding: point them at block 0
     # so the gather stays in bounds; those positions are masked anyway.
-    block_ids = torch.where(block_starts[None, :] < context_lens[:, None], block_ids, 0)
-    keys = k_cache[block_ids].flatten(1, 2)
-    values = v_cache[block_ids].flatten(1, 2)
-    positions = torch.arange(blocks_needed * block_size, device=q.device)
-    visible = positions[None, :] < context_lens[:, None]
-    out = F.scaled_dot_product_attention(
-        q.unsqueeze(2),
-        keys.transpose(1, 2),
-        values.transpose(1, 2),
-        attn_mask=visible[:, None, None, :],
-        scale=scale,
-        enable_gqa=True,
-    ).squeeze(2)
+    block_ids = torch.where(block_starts[None, :] < context_lens[:, None], block_ids, 0).flatten()
+
+    def gather(cache: torch.Tensor) -> torch.Tensor:
+        rows = cache.view(num_blocks, -1).index_select(0, block_ids)
+        heads_first = rows.view(batch, length, num_kv_heads, head_dim).transpose(1, 2)
+        dense = torch.empty(heads_first.shape, dtype=torch.float32, device=q.device)
+        return dense.copy_(heads_first)
+
+    keys, values = gather(k_cache), gather(v_cache)
+    group = num_heads // num_kv_heads
+    queries = q.view(batch, num_kv_heads, group, head_dim).float() * scale
+    scores = torch.matmul(queries, keys.transpose(-1, -2))  # [B, Hk, G, L]
+    hidden = torch.arange(length, device=q.device)[None, :] >= context_lens[:, None]
+    scores.masked_fill_(hidden[:, None, None, :], float("-inf"))
+    out = torch.matmul(torch.softmax(scores, dim=-1), values).view(batch, num_heads, head_dim)
     # Rows with no context come out of softmax as NaN; give them zeros like the kernel.
-    return out.masked_fill((context_lens == 0)[:, None, None], 0.0)
+    return out.masked_fill_((context_lens == 0)[:, None, None], 0.0).to(q.dtype)
