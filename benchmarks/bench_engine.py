@@ -2,11 +2,18 @@
 concurrent sequences (after every prefill is done), and the process's resident memory.
 
     .venv/bin/python benchmarks/bench_engine.py [--dtype bfloat16] [--concurrency 1 8 32]
+        [--llama-batched-bench PATH]
+
+With `--llama-batched-bench`, llama.cpp's batched benchmark runs right after on the same
+GGUF file, threads and concurrencies, and the figures are printed side by side: the
+baseline measured in the same run on the same machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,6 +24,7 @@ import torch  # noqa: E402
 
 from workers.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
 from workers.model import DEFAULT_MODEL, load_model  # noqa: E402
+from workers.model.loader import SERVED_MODELS, served_model_path  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 TOPICS = (
@@ -98,6 +106,41 @@ def print_profile(engine: LLMEngine, steps: int, rows: int) -> None:
     print(f"profile of {steps} decode steps:\n{table}")
 
 
+def llama_cpp_decode_rates(
+    binary: str, gguf: Path, concurrency: list[int], prompt_tokens: int, threads: int
+) -> dict[int, float]:
+    """llama.cpp's text-generation tokens per second in total at each concurrency, from
+    `llama-batched-bench` (each sequence its own prompt, 128 generated tokens)."""
+    command = [
+        binary,
+        "-m",
+        str(gguf),
+        "-c",
+        str(max(concurrency) * (prompt_tokens + 160)),
+        "-npp",
+        str(prompt_tokens),
+        "-ntg",
+        "128",
+        "-npl",
+        ",".join(str(count) for count in concurrency),
+        "-t",
+        str(threads),
+        "-tb",
+        str(threads),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=1800)
+    rates = {}
+    # Table rows: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |
+    for line in result.stdout.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 8 and all(re.fullmatch(r"[0-9.]+", cell) for cell in cells[:8]):
+            rates[int(cells[2])] = float(cells[7])
+    missing = [count for count in concurrency if count not in rates]
+    if missing:
+        raise RuntimeError(f"llama-batched-bench printed no row for {missing}:\n{result.stdout}")
+    return rates
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
@@ -109,7 +152,15 @@ def main() -> None:
     parser.add_argument("--num-kv-blocks", type=int, default=512)
     parser.add_argument("--threads", type=int, default=None, help="default: every usable core")
     parser.add_argument(
-        "--profile", type=int, default=0, metavar="ROWS",
+        "--llama-batched-bench",
+        metavar="PATH",
+        help="llama.cpp's llama-batched-bench binary: run it as the baseline (GGUF models only)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="ROWS",
         help="after the windows, print the ROWS ops taking the most time in one more window",
     )
     args = parser.parse_args()
@@ -128,11 +179,15 @@ def main() -> None:
         f"model {loaded.name} ({args.dtype}), {torch.get_num_threads()} threads, "
         f"{engine.model_runner.num_kv_blocks} KV blocks; RSS after load {rss:.0f} MiB"
     )
+    measured = {}
+    prompt_lengths = []
     for concurrency in args.concurrency:
+        prompt_ids = prompts(loaded, concurrency)
+        prompt_lengths.extend(len(ids) for ids in prompt_ids)
         rates = sorted(
             decode_throughput(
                 engine,
-                prompts(loaded, concurrency),
+                prompt_ids,
                 args.warmup_steps,
                 args.steps,
                 args.windows,
@@ -140,6 +195,7 @@ def main() -> None:
             )
         )
         median, best = rates[len(rates) // 2], rates[-1]
+        measured[concurrency] = median
         rss, _ = resident_memory_mib()
         print(
             f"concurrency {concurrency:3d}: {median:8.1f} tokens/s total (median window, "
@@ -147,6 +203,21 @@ def main() -> None:
         )
     _, peak = resident_memory_mib()
     print(f"peak RSS {peak:.0f} MiB")
+    if args.llama_batched_bench:
+        gguf = served_model_path(args.model) if args.model in SERVED_MODELS else Path(args.model)
+        baseline = llama_cpp_decode_rates(
+            args.llama_batched_bench,
+            gguf,
+            args.concurrency,
+            round(sum(prompt_lengths) / len(prompt_lengths)),
+            torch.get_num_threads(),
+        )
+        print(f"llama.cpp on {gguf.name}, {torch.get_num_threads()} threads:")
+        for concurrency in args.concurrency:
+            print(
+                f"concurrency {concurrency:3d}: {baseline[concurrency]:8.1f} tokens/s total; "
+                f"spate / llama.cpp = {measured[concurrency] / baseline[concurrency]:.2f}"
+            )
 
 
 if __name__ == "__main__":

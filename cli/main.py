@@ -14,6 +14,7 @@ import urllib.request
 
 from cli.nats_server import EmbeddedNats
 
+DTYPES = ["auto", "float32", "bfloat16", "float16"]
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -30,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="JetStream data folder of the embedded nats-server (default: a temporary one)")
     serve.add_argument("--model", default=None, help="served name, .gguf file or model folder")
     serve.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
+    serve.add_argument("--dtype", default=None, choices=DTYPES,
+                       help="model dtype (default auto: bfloat16 on a GPU, float32 on a CPU)")
 
     api = commands.add_parser("api", help="the HTTP API alone")
     api.add_argument("--host", default=None)
@@ -40,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--model", default=None)
     worker.add_argument("--served-model-name", default=None)
     worker.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
+    worker.add_argument("--dtype", default=None, choices=DTYPES,
+                        help="model dtype (default auto: bfloat16 on a GPU, float32 on a CPU)")
     worker.add_argument("--max-num-seqs", type=int, default=None)
     worker.add_argument("--nats-url", default=None)
     return parser
@@ -74,7 +79,7 @@ def run_worker(args: argparse.Namespace) -> None:
     from workers.worker import Worker
 
     settings = WorkerSettings(
-        **_overrides(args, ["model", "served_model_name", "kernels", "max_num_seqs", "nats_url"])
+        **_overrides(args, ["model", "served_model_name", "kernels", "dtype", "max_num_seqs", "nats_url"])
     )
 
     async def main() -> None:
@@ -116,6 +121,8 @@ def run_serve(args: argparse.Namespace) -> int:
         worker_cmd += ["--model", args.model]
     if args.kernels:
         worker_cmd += ["--kernels", args.kernels]
+    if args.dtype:
+        worker_cmd += ["--dtype", args.dtype]
     api_cmd = [sys.executable, "-m", "cli.main", "api", "--host", args.host,
                "--port", str(args.port)]
     children = [subprocess.Popen(worker_cmd, env=env), subprocess.Popen(api_cmd, env=env)]

@@ -46,20 +46,28 @@ def _rms_norm_kernel(
 def rms_norm(
     x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """RMS-normalize each row of x[T, H]; with a residual, return (out, x + residual)."""
+    """RMS-normalize each row of x[T, H]; with a residual, return (out, x + residual).
+
+    out has x's dtype; the residual may be kept in fp32 under a half-precision x, and the
+    sum then stays in fp32.
+    """
     check_tensor("x", x, ndim=2, dtypes=FLOAT_DTYPES)
     num_tokens, hidden_size = x.shape
     check_tensor("weight", weight, ndim=1, dtypes=FLOAT_DTYPES)
     check_shape("weight", weight, (hidden_size,))
     if residual is not None:
-        check_tensor("residual", residual, ndim=2, dtypes=(x.dtype,))
+        check_tensor("residual", residual, ndim=2, dtypes=(x.dtype, torch.float32))
         check_shape("residual", residual, (num_tokens, hidden_size))
     check_launchable(x=x, weight=weight, residual=residual)
     if weight.stride(0) != 1:
         weight = weight.contiguous()
 
     out = torch.empty((num_tokens, hidden_size), dtype=x.dtype, device=x.device)
-    residual_out = torch.empty_like(out) if residual is not None else out
+    residual_out = (
+        torch.empty((num_tokens, hidden_size), dtype=residual.dtype, device=x.device)
+        if residual is not None
+        else out
+    )
     if num_tokens > 0:
         block_size = triton.next_power_of_2(hidden_size)
         _rms_norm_kernel[(num_tokens,)](
@@ -82,15 +90,17 @@ def rms_norm(
 def rms_norm_ref(
     x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Plain-torch RMSNorm: statistics in fp32, result in x's dtype."""
+    """Plain-torch RMSNorm: statistics in fp32, result in x's dtype (the sum with the
+    residual in the residual's dtype)."""
+    out_dtype = x.dtype
     if residual is not None:
-        residual = x + residual
+        residual = (x + residual).to(residual.dtype)
         x = residual
-    if x.dtype == torch.float32 and weight.dtype == torch.float32:
+    if x.dtype == torch.float32 and out_dtype == torch.float32 and weight.dtype == torch.float32:
         # torch's fused form: the same arithmetic in one pass instead of six ops.
         out = F.rms_norm(x, (x.shape[-1],), weight, eps)
         return out if residual is None else (out, residual)
     x32 = x.float()
     variance = x32.pow(2).mean(dim=-1, keepdim=True)
-    out = (x32 * torch.rsqrt(variance + eps) * weight.float()).to(x.dtype)
+    out = (x32 * torch.rsqrt(variance + eps) * weight.float()).to(out_dtype)
     return out if residual is None else (out, residual)

@@ -161,7 +161,10 @@ def load_engine_model(settings: Any) -> EngineModel:
     from workers.model import load_model
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    if settings.dtype == "auto":
+        dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    else:
+        dtype = getattr(torch, settings.dtype)
     started = time.perf_counter()
     loaded = load_model(settings.model, device=device, dtype=dtype)
     config = EngineConfig(
@@ -171,8 +174,9 @@ def load_engine_model(settings: Any) -> EngineModel:
     )
     engine = LLMEngine(loaded, config)
     grammars = GrammarCompiler(loaded.tokenizer, loaded.config.vocab_size)
-    log.info("loaded %s on %s (kernels: %s) in %.1fs", loaded.name, device,
-             engine.model_runner.ops.backend, time.perf_counter() - started)
+    log.info("loaded %s on %s in %s (kernels: %s) in %.1fs", loaded.name, device,
+             str(dtype).removeprefix("torch."), engine.model_runner.ops.backend,
+             time.perf_counter() - started)
     return EngineModel(
         loaded, engine, settings.served_model_name or loaded.name, settings.worker_id, grammars
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -25,6 +26,9 @@ class WorkerSettings(BaseSettings):
     served_model_name: str | None = None
     worker_id: str = Field(default_factory=default_worker_id)
     kernels: str = "auto"
+    # Weights, activations and KV cache: auto is bfloat16 on a GPU and float32 on a CPU,
+    # where float32 keeps greedy output independent of what else is in the batch.
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     max_num_seqs: int = Field(default=64, ge=1)
     num_kv_blocks: int | None = Field(default=None, ge=1)
     # JetStream redelivers a request whose worker stopped acking for this long.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.conftest import run_to_completion
+from tests.engine.conftest import DEFAULT_MODEL, run_to_completion
 from workers.engine import SamplingParams
 
 QUESTIONS = (
@@ -37,6 +37,20 @@ def test_greedy_answer_names_paris(make_engine, render_prompt):
     assert generation.final.finished and generation.final.finish_reason == "stop"
     assert generation.final.num_prompt_tokens == len(prompt)
     assert generation.final.num_output_tokens == len(generation.token_ids)
+
+
+def test_bfloat16_model_still_names_paris(make_engine, render_prompt):
+    """In bf16 only the matmuls lose precision: the residual stream stays fp32, without
+    which this small model's greedy answer turns to nonsense."""
+    import torch
+
+    from workers.model import load_model
+
+    loaded = load_model(DEFAULT_MODEL, dtype=torch.bfloat16)
+    engine = make_engine(loaded)
+    prompt, _ = render_prompt("What is the capital of France?")
+    engine.add_request("bf16", prompt, greedy(12))
+    assert "Paris" in run_to_completion(engine)["bf16"].text()
 
 
 def test_concurrent_greedy_requests_match_each_run_alone(make_engine, render_prompt):

@@ -46,6 +46,20 @@ def test_triton_matches_reference(dtype, num_tokens, with_residual, triton_ops, 
         assert_close(actual, expected, dtype)
 
 
+@pytest.mark.parametrize("num_tokens", [1, 7])
+def test_fp32_residual_under_bf16_activations(num_tokens, triton_ops, assert_close):
+    """The model keeps its residual stream in fp32: the sum stays fp32, the output is bf16."""
+    x = torch.randn(num_tokens, 96, device=DEVICE).bfloat16()
+    weight = torch.randn(96, device=DEVICE).bfloat16()
+    residual = torch.randn(num_tokens, 96, device=DEVICE) * 100
+    for norm in (kernels.rms_norm_ref, triton_ops.rms_norm):
+        out, summed = norm(x, weight, EPS, residual)
+        assert (out.dtype, summed.dtype) == (torch.bfloat16, torch.float32)
+        # The fp32 sum keeps what a bf16 one would round away.
+        assert torch.equal(summed, x.float() + residual)
+        assert_close(out, naive_rms_norm(x.float() + residual, weight, EPS), torch.bfloat16)
+
+
 def test_triton_reads_strided_rows(triton_ops, assert_close):
     wide = torch.randn(7, 160, device=DEVICE)
     x = wide[:, :96]  # row stride 160, as when normalizing a slice of a wider activation

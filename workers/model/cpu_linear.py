@@ -11,12 +11,14 @@ from torch import nn
 
 
 def prepacking_available(device: torch.device, dtype: torch.dtype) -> bool:
-    return (
-        device.type == "cpu"
-        and dtype == torch.float32
-        and torch.backends.mkldnn.is_available()
-        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-    )
+    if device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return False
+    if not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
+        return False
+    if dtype == torch.float32:
+        return True
+    # bf16 only where the CPU has native bf16 dot products (AVX512-BF16 or AMX).
+    return dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
 class PrepackedLinear(nn.Module):

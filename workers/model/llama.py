@@ -110,9 +110,11 @@ class DecoderLayer(nn.Module):
         kv_cache: KVCache,
         cos_sin_cache: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        # The residual stream is carried separately so each norm can fuse the add into itself.
+        # The residual stream is carried separately so each norm can fuse the add into itself,
+        # and in fp32 whatever the model dtype: summed over 2 * layers additions in bf16 it
+        # loses enough to change a small model's answers (the matmuls stay in model dtype).
         if residual is None:
-            residual = hidden
+            residual = hidden.float()
             hidden = self.input_layernorm(hidden)
         else:
             hidden, residual = self.input_layernorm(hidden, residual)

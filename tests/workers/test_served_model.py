@@ -1,0 +1,28 @@
+"""The worker's model settings: the dtype it loads the model in."""
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from workers.served_model import load_engine_model
+from workers.settings import WorkerSettings
+
+
+def test_dtype_setting_loads_the_model_and_its_cache_in_that_dtype():
+    served = load_engine_model(WorkerSettings(dtype="bfloat16", num_kv_blocks=8))
+    runner = served.engine.model_runner
+    assert runner.dtype == torch.bfloat16
+    assert runner.kv_caches[0][0].dtype == torch.bfloat16
+
+
+def test_auto_dtype_is_float32_on_a_cpu():
+    if torch.cuda.is_available():
+        pytest.skip("auto is bfloat16 on a GPU")
+    served = load_engine_model(WorkerSettings(num_kv_blocks=8))
+    assert served.engine.model_runner.dtype == torch.float32
+
+
+def test_unknown_dtype_is_refused_naming_the_setting(monkeypatch):
+    monkeypatch.setenv("SPATE_DTYPE", "int8")
+    with pytest.raises(ValidationError, match="dtype"):
+        WorkerSettings()
