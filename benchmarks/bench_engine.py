@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from workers.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
-from workers.model import DEFAULT_MODEL, load_model  # noqa: E402
+from workers.model import DEFAULT_MODEL, load_model, serving_dtype  # noqa: E402
 from workers.model.loader import SERVED_MODELS, served_model_path  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -144,7 +144,12 @@ def llama_cpp_decode_rates(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    parser.add_argument(
+        "--dtype",
+        choices=["auto", *sorted(DTYPES)],
+        default="auto",
+        help="default: what a worker serves in on this machine",
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--steps", type=int, default=32, help="decode steps per window")
     parser.add_argument("--windows", type=int, default=3)
@@ -165,7 +170,8 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    loaded = load_model(args.model, dtype=DTYPES[args.dtype])
+    dtype = serving_dtype("cpu") if args.dtype == "auto" else DTYPES[args.dtype]
+    loaded = load_model(args.model, dtype=dtype)
     engine = LLMEngine(
         loaded,
         EngineConfig(
@@ -176,7 +182,7 @@ def main() -> None:
     )
     rss, _ = resident_memory_mib()
     print(
-        f"model {loaded.name} ({args.dtype}), {torch.get_num_threads()} threads, "
+        f"model {loaded.name} ({str(dtype).removeprefix('torch.')}), {torch.get_num_threads()} threads, "
         f"{engine.model_runner.num_kv_blocks} KV blocks; RSS after load {rss:.0f} MiB"
     )
     measured = {}

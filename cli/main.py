@@ -32,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", default=None, help="served name, .gguf file or model folder")
     serve.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
     serve.add_argument("--dtype", default=None, choices=DTYPES,
-                       help="model dtype (default auto: bfloat16 on a GPU, float32 on a CPU)")
+                       help="model dtype (default auto: bfloat16 where the device has native "
+                       "bf16 matmuls, float32 elsewhere)")
 
     api = commands.add_parser("api", help="the HTTP API alone")
     api.add_argument("--host", default=None)
@@ -44,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--served-model-name", default=None)
     worker.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
     worker.add_argument("--dtype", default=None, choices=DTYPES,
-                        help="model dtype (default auto: bfloat16 on a GPU, float32 on a CPU)")
+                        help="model dtype (default auto: bfloat16 where the device has native "
+                       "bf16 matmuls, float32 elsewhere)")
     worker.add_argument("--max-num-seqs", type=int, default=None)
     worker.add_argument("--nats-url", default=None)
     return parser

@@ -241,5 +241,7 @@ def paged_decode_attention_ref(
     hidden = torch.arange(length, device=q.device)[None, :] >= context_lens[:, None]
     scores.masked_fill_(hidden[:, None, None, :], float("-inf"))
     out = torch.matmul(torch.softmax(scores, dim=-1), values).view(batch, num_heads, head_dim)
-    # Rows with no context come out of softmax as NaN; give them zeros like the kernel.
-    return out.masked_fill_((context_lens == 0)[:, None, None], 0.0).to(q.dtype)
+    if int(context_lens.min()) == 0:
+        # Rows with no context come out of softmax as NaN; give them zeros like the kernel.
+        out.masked_fill_((context_lens == 0)[:, None, None], 0.0)
+    return out.to(q.dtype)

@@ -136,6 +136,14 @@ def rotary_embedding_ref(
     cos_sin = cos_sin_cache.index_select(0, positions).float()
     cos = cos_sin[:, None, :half_dim]
     sin = cos_sin[:, None, half_dim:]
+    if q.dtype == torch.float32 and k.dtype == torch.float32:
+        # x * [cos, cos] + [second, first] * [-sin, sin], in place: three ops per tensor.
+        cos_twice = torch.cat((cos, cos), dim=-1)
+        signed_sin = torch.cat((-sin, sin), dim=-1)
+        for x in (q, k):
+            swapped = torch.cat((x[..., half_dim:], x[..., :half_dim]), dim=-1)
+            x.mul_(cos_twice).addcmul_(swapped, signed_sin)
+        return
     for x in (q, k):
         first = x[..., :half_dim].float()
         second = x[..., half_dim:].float()

@@ -158,13 +158,10 @@ def load_engine_model(settings: Any) -> EngineModel:
 
     from workers.engine import EngineConfig, LLMEngine
     from workers.engine.grammar import GrammarCompiler
-    from workers.model import load_model
+    from workers.model import load_model, serving_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    if settings.dtype == "auto":
-        dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    else:
-        dtype = getattr(torch, settings.dtype)
+    dtype = serving_dtype(device) if settings.dtype == "auto" else getattr(torch, settings.dtype)
     started = time.perf_counter()
     loaded = load_model(settings.model, device=device, dtype=dtype)
     config = EngineConfig(

@@ -26,8 +26,8 @@ class WorkerSettings(BaseSettings):
     served_model_name: str | None = None
     worker_id: str = Field(default_factory=default_worker_id)
     kernels: str = "auto"
-    # Weights, activations and KV cache: auto is bfloat16 on a GPU and float32 on a CPU,
-    # where float32 keeps greedy output independent of what else is in the batch.
+    # Weights, matmul inputs and KV cache: auto is bfloat16 where the device has native
+    # bf16 matmuls (a GPU, a CPU with AVX512-BF16 or AMX) and float32 elsewhere.
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     max_num_seqs: int = Field(default=64, ge=1)
     num_kv_blocks: int | None = Field(default=None, ge=1)

@@ -30,8 +30,9 @@ def tiny_workers(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iter
     names = {"tiny-triton": (qwen3, "triton"), "tiny-torch": (qwen3, "torch"), "tiny-llama": (llama, "torch")}
     workers = [
         SpateProcess(
+            # float32: the two kernel sets are compared at full precision.
             ["worker", "--model", str(path), "--served-model-name", name, "--kernels", kernels,
-             "--max-num-seqs", "4"],
+             "--dtype", "float32", "--max-num-seqs", "4"],
             {"SPATE_NATS_URL": stack.nats_url, "SPATE_WORKER_ID": name, "TRITON_INTERPRET": "1"},
             name,
         )

@@ -57,6 +57,16 @@ def loaded_model():
 
 
 @pytest.fixture(scope="session")
+def bf16_model():
+    """The default model as a worker serves it where matmuls are native bf16."""
+    import torch
+
+    from workers.model import load_model
+
+    return load_model(DEFAULT_MODEL, dtype=torch.bfloat16)
+
+
+@pytest.fixture(scope="session")
 def render_prompt(loaded_model):
     def render(question: str, enable_thinking: bool = False) -> tuple[list[int], bool]:
         text = loaded_model.chat_template.render(

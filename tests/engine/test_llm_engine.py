@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.conftest import DEFAULT_MODEL, run_to_completion
+from tests.engine.conftest import run_to_completion
 from workers.engine import SamplingParams
 
 QUESTIONS = (
@@ -39,25 +39,26 @@ def test_greedy_answer_names_paris(make_engine, render_prompt):
     assert generation.final.num_output_tokens == len(generation.token_ids)
 
 
-def test_bfloat16_model_still_names_paris(make_engine, render_prompt):
+def test_bfloat16_model_still_names_paris(make_engine, render_prompt, bf16_model):
     """In bf16 only the matmuls lose precision: the residual stream stays fp32, without
     which this small model's greedy answer turns to nonsense."""
-    import torch
-
-    from workers.model import load_model
-
-    loaded = load_model(DEFAULT_MODEL, dtype=torch.bfloat16)
-    engine = make_engine(loaded)
+    engine = make_engine(bf16_model)
     prompt, _ = render_prompt("What is the capital of France?")
     engine.add_request("bf16", prompt, greedy(12))
     assert "Paris" in run_to_completion(engine)["bf16"].text()
 
 
-def test_concurrent_greedy_requests_match_each_run_alone(make_engine, render_prompt):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_concurrent_greedy_requests_match_each_run_alone(
+    dtype, make_engine, render_prompt, loaded_model, bf16_model
+):
+    model = loaded_model if dtype == "float32" else bf16_model
     prompts = [render_prompt(question)[0] for question in QUESTIONS]
     params = greedy(20)
-    alone = [generate_alone(make_engine, prompt, params).token_ids for prompt in prompts]
-    engine = make_engine()
+    alone = [
+        generate_alone(lambda: make_engine(model), prompt, params).token_ids for prompt in prompts
+    ]
+    engine = make_engine(model)
     for index, prompt in enumerate(prompts):
         engine.add_request(f"r{index}", prompt, params)
     together = run_to_completion(engine)

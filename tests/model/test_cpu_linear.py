@@ -32,3 +32,17 @@ def test_swaps_every_linear_and_keeps_the_output() -> None:
     assert prepack_linears(model) == 2
     assert not any(isinstance(module, nn.Linear) for module in model.modules())
     assert (model(x) - expected).abs().max().item() < 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_row_gives_the_same_bits_alone_and_in_any_batch(dtype: torch.dtype) -> None:
+    """What a sequence generates must not depend on what else is in its batch; oneDNN
+    would take another kernel for a lone row (seen on the down projection's shape)."""
+    if not prepacking_available(torch.device("cpu"), dtype):
+        pytest.skip(f"no prepacked {dtype} on this CPU")
+    torch.manual_seed(0)
+    packed = PrepackedLinear(torch.randn(576, 1536).to(dtype), None, batch_hint=32)
+    x = torch.randn(40, 1536).to(dtype)
+    batch = packed(x)
+    for rows in (1, 2, 3, 8, 33):
+        assert torch.equal(packed(x[:rows]), batch[:rows]), rows

@@ -15,11 +15,11 @@ def test_dtype_setting_loads_the_model_and_its_cache_in_that_dtype():
     assert runner.kv_caches[0][0].dtype == torch.bfloat16
 
 
-def test_auto_dtype_is_float32_on_a_cpu():
-    if torch.cuda.is_available():
-        pytest.skip("auto is bfloat16 on a GPU")
+def test_auto_dtype_is_bfloat16_only_where_matmuls_are_native_bf16():
     served = load_engine_model(WorkerSettings(num_kv_blocks=8))
-    assert served.engine.model_runner.dtype == torch.float32
+    native_bf16 = torch.cuda.is_available() or torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    expected = torch.bfloat16 if native_bf16 else torch.float32
+    assert served.engine.model_runner.dtype == expected
 
 
 def test_unknown_dtype_is_refused_naming_the_setting(monkeypatch):

@@ -8,7 +8,13 @@ from workers.model.attention import (
 )
 from workers.model.config import ModelConfig
 from workers.model.llama import CausalLM
-from workers.model.loader import DEFAULT_MODEL, SERVED_MODELS, LoadedModel, load_model
+from workers.model.loader import (
+    DEFAULT_MODEL,
+    SERVED_MODELS,
+    LoadedModel,
+    load_model,
+    serving_dtype,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -21,4 +27,5 @@ __all__ = [
     "allocate_kv_cache",
     "kv_cache_bytes_per_block",
     "load_model",
+    "serving_dtype",
 ]

@@ -124,6 +124,19 @@ def _ops_for(device: torch.device, backend: str) -> kernels.KernelOps:
     return kernels.get_ops(backend)
 
 
+def serving_dtype(device: torch.device | str) -> torch.dtype:
+    """The dtype a model serves in unless told otherwise: bfloat16 where the device has
+    native bf16 matmuls (a GPU, or a CPU with AVX512-BF16 or AMX), float32 elsewhere.
+
+    Weights, activations into the matmuls and the KV cache take it; the residual stream
+    stays fp32 (see DecoderLayer), which keeps the answers of small models right.
+    """
+    device = torch.device(device)
+    if device.type == "cuda" or prepacking_available(device, torch.bfloat16):
+        return torch.bfloat16
+    return torch.float32
+
+
 def load_model(
     spec: str | Path,
     device: torch.device | str = "cpu",
