@@ -129,15 +129,21 @@ def llama_cpp_decode_rates(
         str(threads),
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=1800)
-    rates = {}
-    # Table rows: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |
-    for line in result.stdout.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) >= 8 and all(re.fullmatch(r"[0-9.]+", cell) for cell in cells[:8]):
-            rates[int(cells[2])] = float(cells[7])
+    rates = parse_batched_bench(result.stdout)
     missing = [count for count in concurrency if count not in rates]
     if missing:
         raise RuntimeError(f"llama-batched-bench printed no row for {missing}:\n{result.stdout}")
+    return rates
+
+
+def parse_batched_bench(stdout: str) -> dict[int, float]:
+    """Sequences in parallel -> text-generation tokens/s in total, from the table
+    | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |."""
+    rates = {}
+    for line in stdout.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 8 and all(re.fullmatch(r"[0-9.]+", cell) for cell in cells[:8]):
+            rates[int(cells[2])] = float(cells[7])
     return rates
 
 
