@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
     worker.add_argument("--dtype", default=None, choices=DTYPES,
                         help="model dtype (default auto: bfloat16 where the device has native "
-                       "bf16 matmuls, float32 elsewhere)")
+                        "bf16 matmuls, float32 elsewhere)")
     worker.add_argument("--max-num-seqs", type=int, default=None)
     worker.add_argument("--nats-url", default=None)
     return parser
