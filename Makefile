@@ -35,6 +35,7 @@ lint: install
 bench: install
 	$(PY) benchmarks/bench_stream.py
 	$(PY) benchmarks/bench_engine.py
+	$(PY) benchmarks/bench_serve.py
 
 # Everything that needs a GPU, in one run; SMOKE=1 runs it on the CPU with tiny sizes
 # under the Triton interpreter.

@@ -168,12 +168,13 @@ def load_engine_model(settings: Any) -> EngineModel:
         kernels=settings.kernels,
         max_num_seqs=settings.max_num_seqs,
         num_kv_blocks=settings.num_kv_blocks,
+        num_threads=settings.num_threads,
     )
     engine = LLMEngine(loaded, config)
     grammars = GrammarCompiler(loaded.tokenizer, loaded.config.vocab_size)
-    log.info("loaded %s on %s in %s (kernels: %s) in %.1fs", loaded.name, device,
+    log.info("loaded %s on %s in %s (kernels: %s, %d threads) in %.1fs", loaded.name, device,
              str(dtype).removeprefix("torch."), engine.model_runner.ops.backend,
-             time.perf_counter() - started)
+             torch.get_num_threads(), time.perf_counter() - started)
     return EngineModel(
         loaded, engine, settings.served_model_name or loaded.name, settings.worker_id, grammars
     )

@@ -26,3 +26,12 @@ def test_unknown_dtype_is_refused_naming_the_setting(monkeypatch):
     monkeypatch.setenv("SPATE_DTYPE", "int8")
     with pytest.raises(ValidationError, match="dtype"):
         WorkerSettings()
+
+
+def test_num_threads_setting_sets_the_compute_threads():
+    before = torch.get_num_threads()
+    try:
+        load_engine_model(WorkerSettings(num_threads=1, num_kv_blocks=8))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
