@@ -172,7 +172,7 @@ def load_engine_model(settings: Any) -> EngineModel:
     )
     engine = LLMEngine(loaded, config)
     grammars = GrammarCompiler(loaded.tokenizer, loaded.config.vocab_size)
-    log.info("loaded %s on %s in %s (kernels: %s, %d threads) in %.1fs", loaded.name, device,
+    log.info("loaded %s on %s in %s (kernels: %s) on %d threads in %.1fs", loaded.name, device,
              str(dtype).removeprefix("torch."), engine.model_runner.ops.backend,
              torch.get_num_threads(), time.perf_counter() - started)
     return EngineModel(
