@@ -3,9 +3,9 @@ one worker, the API) on this machine, with N concurrent SSE clients each streami
 greedy tokens. Prints delivered deltas per second in total, each stream's decode rate
 and time to first token.
 
-It compares the worker's compute threads: `spate serve`'s default (every core but one,
-left to the API, NATS and clients) against every core. The two alternate round by
-round, so a drift in the machine's speed hits both alike.
+It compares the worker's decode threads: `spate serve`'s default (every core but one,
+left to the API, NATS and clients) against every core; prefill uses every core in both.
+The two alternate round by round, so a drift in the machine's speed hits both alike.
 
     .venv/bin/python benchmarks/bench_serve.py [--streams 1 8 32] [--tokens 128] [--rounds 2]
 """
@@ -130,7 +130,7 @@ def main() -> None:
     print(
         f"{MODEL}, {args.tokens} tokens per stream, {cores} cores, median of {args.rounds} rounds"
     )
-    print("| worker threads | streams | deltas/s total | per-stream decode/s | TTFT p50 |")
+    print("| worker decode threads | streams | deltas/s total | per-stream decode/s | TTFT p50 |")
     print("|---|---|---|---|---|")
     for streams in args.streams:
         for name in configs:

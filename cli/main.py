@@ -33,8 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", default=None, help="served name, .gguf file or model folder")
     serve.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
     serve.add_argument("--num-threads", type=int, default=None,
-                       help="the worker's compute threads on a CPU (default: all cores but "
-                       "one, which the API and NATS use)")
+                       help="the worker's decode threads on a CPU (default: all cores but "
+                       "one, which the API and NATS use; prefill uses every core)")
     serve.add_argument("--dtype", default=None, choices=DTYPES,
                        help="model dtype (default auto: bfloat16 where the device has native "
                        "bf16 matmuls, float32 elsewhere)")
@@ -53,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
                         "bf16 matmuls, float32 elsewhere)")
     worker.add_argument("--max-num-seqs", type=int, default=None)
     worker.add_argument("--num-threads", type=int, default=None,
-                        help="compute threads on a CPU (default: every usable core)")
+                        help="decode threads on a CPU (default: every usable core; prefill "
+                        "uses every core)")
     worker.add_argument("--nats-url", default=None)
     return parser
 
@@ -126,10 +127,10 @@ def usable_cpu_count() -> int:
 def serve_worker_command(
     args: argparse.Namespace, cpus: int, environ: Mapping[str, str]
 ) -> list[str]:
-    """The worker `spate serve` starts. Unless told otherwise it computes on all cores but
+    """The worker `spate serve` starts. Unless told otherwise it decodes on all cores but
     one: the API, NATS and the clients share the machine, and an OpenMP thread they
-    preempt stalls every thread of the step at its next barrier (on 2 cores, one thread
-    streamed 26-30 tokens/s to one client where two streamed 14-22)."""
+    preempt stalls every thread of the step at its next barrier (on 2 cores, one decode
+    thread streamed about 1.6x the tokens/s of two to 1 and 8 clients; docs/performance.md)."""
     command = [sys.executable, "-m", "cli.main", "worker"]
     if args.model:
         command += ["--model", args.model]

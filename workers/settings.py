@@ -30,8 +30,8 @@ class WorkerSettings(BaseSettings):
     # bf16 matmuls (a GPU, a CPU with AVX512-BF16 or AMX) and float32 elsewhere.
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     max_num_seqs: int = Field(default=64, ge=1)
-    # Compute threads of the CPU path; None: every usable core. `spate serve` leaves one
-    # core to the API and NATS on the same machine (see cli/main.py).
+    # Threads of the CPU path's decode steps (prefill uses every core); None: every usable
+    # core. `spate serve` leaves one core to the API and NATS on its machine (cli/main.py).
     num_threads: int | None = Field(default=None, ge=1)
     num_kv_blocks: int | None = Field(default=None, ge=1)
     # JetStream redelivers a request whose worker stopped acking for this long.

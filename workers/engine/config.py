@@ -26,7 +26,9 @@ class EngineConfig:
     kernels: str = "auto"
     # KV-cache dtype; "auto" follows the model's weights.
     dtype: str = "auto"
-    # CPU threads for the forward pass; None uses every core this process may run on.
+    # CPU threads for decode steps; None uses every core this process may run on. Prefill
+    # steps always use every core: few, large matmuls, where more threads pay even on a
+    # machine shared with other busy processes, unlike decode's hundreds of small ops.
     num_threads: int | None = None
 
     def __post_init__(self) -> None:

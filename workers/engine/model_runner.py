@@ -30,8 +30,11 @@ class ModelRunner:
         first_weight = next(self.model.parameters())
         self.device = first_weight.device
         self.dtype = first_weight.dtype
+        self.prefill_threads = self.decode_threads = 0
         if self.device.type == "cpu":
-            torch.set_num_threads(config.num_threads or _usable_cpu_count())
+            self.prefill_threads = _usable_cpu_count()
+            self.decode_threads = config.num_threads or self.prefill_threads
+            torch.set_num_threads(self.decode_threads)
         self.ops = self._use_backend(config.kernels)
         kv_dtype = self.dtype if config.dtype == "auto" else KV_CACHE_DTYPES[config.dtype]
         if kv_dtype != self.dtype:
@@ -79,6 +82,9 @@ class ModelRunner:
     def run(
         self, seqs: list[Sequence], is_prefill: bool, forced_token_ids: list[int | None]
     ) -> SamplerOutput:
+        threads = self.prefill_threads if is_prefill else self.decode_threads
+        if threads and threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
         if is_prefill:
             input_ids, positions, attn, last_token_rows = self._prepare_prefill(seqs)
         else:
