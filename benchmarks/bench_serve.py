@@ -27,8 +27,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cli.main import usable_cpu_count  # noqa: E402
 from cli.nats_server import free_port  # noqa: E402
+from workers.host import usable_cpu_count  # noqa: E402
 
 MODEL = "SmolLM2-135M-Instruct"
 

@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Mapping
 
 from cli.nats_server import EmbeddedNats
+from workers.host import usable_cpu_count
 
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -115,13 +116,6 @@ def _wait_ready(url: str, children: list[subprocess.Popen[bytes]], timeout: floa
             pass
         time.sleep(0.3)
     return False
-
-
-def usable_cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # platforms without affinity masks
-        return os.cpu_count() or 1
 
 
 def serve_worker_command(

@@ -273,14 +273,14 @@ def test_invalid_requests_are_rejected(make_engine, render_prompt):
 def test_prefill_uses_every_core_and_decode_the_configured_threads(make_engine, render_prompt):
     import torch
 
-    from workers.engine.model_runner import _usable_cpu_count
+    from workers.host import usable_cpu_count
 
     before = torch.get_num_threads()
     try:
         engine = make_engine(num_threads=1)
         engine.add_request("threads", render_prompt("Hi")[0], greedy(3))
         engine.step()  # the prefill
-        assert torch.get_num_threads() == _usable_cpu_count()
+        assert torch.get_num_threads() == usable_cpu_count()
         engine.step()  # a decode step
         assert torch.get_num_threads() == 1
     finally:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from itertools import pairwise
 
 import torch
@@ -12,6 +11,7 @@ import kernels
 from workers.engine.config import EngineConfig
 from workers.engine.sampler import Sampler, SamplerOutput
 from workers.engine.sequence import Sequence
+from workers.host import available_host_memory, usable_cpu_count
 from workers.model import (
     AttentionMetadata,
     LoadedModel,
@@ -32,7 +32,7 @@ class ModelRunner:
         self.dtype = first_weight.dtype
         self.prefill_threads = self.decode_threads = 0
         if self.device.type == "cpu":
-            self.prefill_threads = _usable_cpu_count()
+            self.prefill_threads = usable_cpu_count()
             self.decode_threads = config.num_threads or self.prefill_threads
             torch.set_num_threads(self.decode_threads)
         self.ops = self._use_backend(config.kernels)
@@ -68,7 +68,7 @@ class ModelRunner:
         if self.device.type == "cuda":
             free_bytes, _ = torch.cuda.mem_get_info(self.device)
         else:
-            free_bytes = _available_host_memory()
+            free_bytes = available_host_memory()
         bytes_per_block = kv_cache_bytes_per_block(self.model_config, self.block_size, kv_dtype)
         num_blocks = int(free_bytes * config.kv_cache_memory_fraction) // bytes_per_block
         if num_blocks < 1:
@@ -168,21 +168,3 @@ class ModelRunner:
         width = max(len(seq.block_table) for seq in seqs)
         rows = [seq.block_table + [0] * (width - len(seq.block_table)) for seq in seqs]
         return torch.tensor(rows, dtype=torch.int32, device=self.device)
-
-
-def _usable_cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # platforms without affinity masks
-        return os.cpu_count() or 1
-
-
-def _available_host_memory() -> int:
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
