@@ -30,7 +30,7 @@ test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check api events workers kernels store cli tests benchmarks
+	$(VENV)/bin/ruff check api events journal workers kernels store cli tests benchmarks
 
 bench: install
 	$(PY) benchmarks/bench_stream.py

@@ -1,4 +1,4 @@
-"""create_app(settings): the FastAPI application, with a lifespan that owns the bus."""
+"""create_app(settings): the FastAPI application, with a lifespan that owns the journal."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from api.admission import Admission
-from api.bus import Bus, BusUnavailable
 from api.errors import APIError, install_error_handlers
 from api.routes import health, models, responses
 from api.settings import ApiSettings
+from journal import Journal, JournalUnavailable
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
@@ -20,21 +20,21 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        bus = Bus(settings)
+        journal = Journal(settings, name="spate-api")
         app.state.settings = settings
-        app.state.bus = bus
+        app.state.journal = journal
         app.state.admission = Admission(settings.max_inflight)
-        await bus.start()
+        journal.start()
         try:
             yield
         finally:
-            await bus.close()
+            await journal.close()
 
     app = FastAPI(title="spate", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
 
-    @app.exception_handler(BusUnavailable)
-    async def _bus_unavailable(_: Request, error: BusUnavailable) -> JSONResponse:
+    @app.exception_handler(JournalUnavailable)
+    async def _bus_unavailable(_: Request, error: JournalUnavailable) -> JSONResponse:
         return APIError(503, str(error), code="bus_unavailable").response()
 
     app.include_router(health.router)

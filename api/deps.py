@@ -7,17 +7,17 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from api.admission import Admission
-from api.bus import Bus
 from api.errors import APIError
 from api.settings import ApiSettings
+from journal import Journal
 
 
 def get_settings(request: Request) -> ApiSettings:
     return request.app.state.settings
 
 
-def get_bus(request: Request) -> Bus:
-    return request.app.state.bus
+def get_journal(request: Request) -> Journal:
+    return request.app.state.journal
 
 
 def get_admission(request: Request) -> Admission:
@@ -35,5 +35,5 @@ def require_api_key(request: Request) -> None:
 
 
 SettingsDep = Annotated[ApiSettings, Depends(get_settings)]
-BusDep = Annotated[Bus, Depends(get_bus)]
+JournalDep = Annotated[Journal, Depends(get_journal)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]

@@ -23,10 +23,6 @@ _TYPE_BY_STATUS = {
 }
 
 
-class BusUnavailable(Exception):
-    """NATS cannot be reached (or did not answer in time); answered as a 503."""
-
-
 class APIError(Exception):
     def __init__(
         self,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from journal import JournalSettings
 
 
-class ApiSettings(BaseSettings):
+class ApiSettings(JournalSettings):
     model_config = SettingsConfigDict(env_prefix="SPATE_", extra="ignore")
 
-    nats_url: str = "nats://127.0.0.1:4222"
     host: str = "127.0.0.1"
     port: int = 8000
     # Comma-separated keys; empty means no authentication.
@@ -17,12 +18,8 @@ class ApiSettings(BaseSettings):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     # Responses this replica may have open at once; past it, 429 with Retry-After.
     max_inflight: int = Field(default=256, ge=1)
-    # How long one NATS operation may take before the request gets a 503.
-    nats_timeout_s: float = Field(default=2.0, gt=0)
     # Keep-alive comment interval on SSE streams while the model is queued or thinking.
     sse_ping_s: float = Field(default=15.0, gt=0)
-    events_max_age_s: float = Field(default=24 * 3600, gt=0)
-    worker_ttl_s: float = Field(default=10.0, gt=0)
 
     @property
     def api_key_set(self) -> frozenset[str]:

@@ -1,4 +1,4 @@
-"""Reading back what a response's log already holds, for a redelivered request.
+"""What a response's stored log says about its progress, for a redelivered request.
 
 A replacement worker continues a dead worker's response from the next seq, with the
 token ids already emitted, so the client sees one uninterrupted stream.
@@ -6,17 +6,11 @@ token ids already emitted, so the client sees one uninterrupted stream.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nats.js.api import DeliverPolicy
-from nats.js.errors import NotFoundError
-
-from events import GenerationFailed, GenerationFinished, TokensGenerated, decode
-from events.ordering import SeqOrder
-from events.subjects import EVENTS_STREAM, cancel_subject, events_subject
+from events import GenerationFailed, GenerationFinished, TokensGenerated
 
 
 @dataclass(slots=True)
@@ -27,41 +21,16 @@ class PriorProgress:
     started: bool = False
 
 
-async def cancel_requested(js: Any, response_id: str) -> bool:
-    with contextlib.suppress(NotFoundError):
-        await js.get_last_msg(EVENTS_STREAM, cancel_subject(response_id))
-        return True
-    return False
-
-
-async def read_progress(js: Any, response_id: str, timeout: float = 5.0) -> PriorProgress:
-    subject = events_subject(response_id)
-    try:
-        last = await js.get_last_msg(EVENTS_STREAM, subject)
-    except NotFoundError:
-        return PriorProgress()
-    last_seq = decode(last.data).seq
+def progress_of(log: Iterable[Any]) -> PriorProgress:
+    """Fold a stored log (in seq order, as the journal reads it) into its progress."""
     progress = PriorProgress()
-    order = SeqOrder()
-    complete = asyncio.Event()
-
-    async def on_message(msg: Any) -> None:
-        for event in order.push(decode(msg.data)):
-            if isinstance(event, TokensGenerated):
-                progress.output_token_ids.extend(event.token_ids)
-                progress.started = True
-            elif isinstance(event, (GenerationFinished, GenerationFailed)):
-                progress.finished = True
-            if event.seq >= last_seq:
-                complete.set()
-
-    subscription = await js.subscribe(
-        subject, stream=EVENTS_STREAM, cb=on_message, ordered_consumer=True,
-        deliver_policy=DeliverPolicy.ALL,
-    )
-    try:
-        await asyncio.wait_for(complete.wait(), timeout)
-    finally:
-        await subscription.unsubscribe()
-    progress.next_seq = order.next_seq
+    last_seq = -1
+    for event in log:
+        last_seq = event.seq
+        if isinstance(event, TokensGenerated):
+            progress.output_token_ids.extend(event.token_ids)
+            progress.started = True
+        elif isinstance(event, (GenerationFailed, GenerationFinished)):
+            progress.finished = True
+    progress.next_seq = max(last_seq + 1, 1)
     return progress

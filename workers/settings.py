@@ -7,7 +7,9 @@ import socket
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from journal import JournalSettings
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 
@@ -16,10 +18,9 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-class WorkerSettings(BaseSettings):
+class WorkerSettings(JournalSettings):
     model_config = SettingsConfigDict(env_prefix="SPATE_", extra="ignore", protected_namespaces=())
 
-    nats_url: str = "nats://127.0.0.1:4222"
     # A served name (the default model), a .gguf file or a Hugging Face style folder.
     model: str = DEFAULT_MODEL
     # The name clients use; defaults to the model's own name.
@@ -38,7 +39,5 @@ class WorkerSettings(BaseSettings):
     ack_wait_s: float = Field(default=30.0, gt=1)
     max_deliver: int = Field(default=5, ge=1)
     heartbeat_s: float = Field(default=2.0, gt=0)
-    worker_ttl_s: float = Field(default=10.0, gt=0)
-    events_max_age_s: float = Field(default=24 * 3600, gt=0)
     # On SIGTERM, running responses get this long to finish before they are handed back.
     drain_timeout_s: float = Field(default=30.0, ge=0)

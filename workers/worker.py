@@ -10,9 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import nats
-from nats.js.api import AckPolicy, ConsumerConfig
-
 from events import (
     GenerationFailed,
     GenerationFinished,
@@ -21,19 +18,9 @@ from events import (
     Usage,
     decode,
 )
-from events.streams import ensure_streams
-from events.subjects import (
-    CANCELS_SUBJECT_PREFIX,
-    MODELS_BUCKET,
-    REQUESTS_STREAM,
-    WORKERS_BUCKET,
-    model_key,
-    request_subject,
-    worker_consumer,
-)
+from journal import Delivery, Journal, RequestQueue, ResponseWriter
 from workers.engine_loop import EngineLoop
-from workers.publisher import PublishFailed, ResponsePublisher
-from workers.recovery import PriorProgress, cancel_requested, read_progress
+from workers.recovery import PriorProgress, progress_of
 from workers.served_model import InvalidRequest, ServedModel
 from workers.settings import WorkerSettings
 from workers.step_events import StepEvents, usage_of
@@ -44,8 +31,8 @@ log = logging.getLogger("spate.worker")
 @dataclass(slots=True)
 class Job:
     request: RequestAccepted
-    msg: Any
-    publisher: ResponsePublisher
+    delivery: Delivery
+    publisher: ResponseWriter
     cancelled: bool = False
     finished: bool = False
     # Every output token id, kept only for enable_response_messages.
@@ -60,8 +47,7 @@ class Worker:
     ) -> None:
         self.settings = settings
         self._load = load
-        self._nc: Any = None
-        self._js: Any = None
+        self._journal = Journal(settings, name=f"spate-worker-{settings.worker_id}")
         self._served: ServedModel | None = None
         self._engine: EngineLoop | None = None
         self._jobs: dict[str, Job] = {}
@@ -84,8 +70,8 @@ class Worker:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        await self._connect(stop)
-        if stop.is_set():
+        if not await self._journal.wait_connected(stop):
+            await self._journal.close()
             return
         self._served = await asyncio.to_thread(self._load, self.settings)
         loop = asyncio.get_running_loop()
@@ -94,8 +80,11 @@ class Worker:
             loop.call_soon_threadsafe,
         )
         self._engine.start()
-        requests = await self._subscribe_requests()
-        cancels = await self._nc.subscribe(f"{CANCELS_SUBJECT_PREFIX}.>", cb=self._on_cancel)
+        card = self._served.card
+        requests = await self._journal.request_queue(
+            card.name, self.settings.ack_wait_s, self.settings.max_deliver
+        )
+        cancels = await self._journal.subscribe_cancels(self._on_cancel)
         background = [
             asyncio.create_task(self._publish_outputs()),
             asyncio.create_task(self._heartbeat()),
@@ -104,54 +93,17 @@ class Worker:
         try:
             await self._consume(requests, stop)
         finally:
-            for subscription in (requests, cancels):
-                with contextlib.suppress(Exception):
-                    await subscription.unsubscribe()
+            await requests.close()
+            await cancels.close()
             await self._drain()
             for task in background:
                 task.cancel()
             self._engine.stop()
             with contextlib.suppress(Exception):
-                kv = await self._js.key_value(WORKERS_BUCKET)
-                await kv.delete(model_key(self._served.card.name))
-            with contextlib.suppress(Exception):
-                await self._nc.drain()
+                await self._journal.registry.withdraw(card.name, self.settings.worker_id)
+            await self._journal.close()
 
-    async def _connect(self, stop: asyncio.Event) -> None:
-        delay = 0.2
-        while not stop.is_set():
-            try:
-                self._nc = await nats.connect(
-                    self.settings.nats_url, name=f"spate-worker-{self.settings.worker_id}",
-                    max_reconnect_attempts=-1, reconnect_time_wait=1, drain_timeout=5,
-                )
-                self._js = self._nc.jetstream()
-                await ensure_streams(self._js, self.settings.events_max_age_s, self.settings.worker_ttl_s)
-                return
-            except Exception as error:
-                log.warning("NATS at %s not reachable (%s); retrying", self.settings.nats_url, error)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-
-    async def _subscribe_requests(self) -> Any:
-        model = self.served.card.name
-        durable = worker_consumer(model)
-        config = ConsumerConfig(
-            durable_name=durable,
-            filter_subject=request_subject(model),
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=self.settings.ack_wait_s,
-            max_deliver=self.settings.max_deliver,
-            max_ack_pending=-1,
-        )
-        try:
-            await self._js.add_consumer(REQUESTS_STREAM, config)
-        except Exception as error:  # it exists with other settings: bring it to these
-            log.info("updating consumer %s (%s)", durable, error)
-            await self._js.update_consumer(REQUESTS_STREAM, config)
-        return await self._js.pull_subscribe_bind(durable=durable, stream=REQUESTS_STREAM)
-
-    async def _consume(self, requests: Any, stop: asyncio.Event) -> None:
+    async def _consume(self, requests: RequestQueue, stop: asyncio.Event) -> None:
         while not stop.is_set():
             free = self.settings.max_num_seqs - len(self._jobs)
             if free <= 0:
@@ -159,16 +111,8 @@ class Worker:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._capacity.wait(), 0.5)
                 continue
-            try:
-                messages = await requests.fetch(batch=free, timeout=0.5)
-            except (asyncio.TimeoutError, nats.errors.TimeoutError):
-                continue
-            except Exception as error:  # NATS away: the client reconnects by itself
-                log.warning("fetching requests failed: %s", error)
-                await asyncio.sleep(0.5)
-                continue
-            for msg in messages:
-                self._spawn(self._start_job(msg))
+            for delivery in await requests.fetch(batch=free, timeout=0.5):
+                self._spawn(self._start_job(delivery))
 
     async def _drain(self) -> None:
         """Let running responses finish; hand the rest back to the queue for another worker."""
@@ -179,7 +123,7 @@ class Worker:
             self.engine.cancel(job.request.response_id)
             with contextlib.suppress(Exception):
                 await job.publisher.flush()
-                await job.msg.nak()
+                await job.delivery.nak()
             self._jobs.pop(job.request.response_id, None)
 
     def _spawn(self, coroutine: Any) -> None:
@@ -189,31 +133,31 @@ class Worker:
 
     # -- one response ------------------------------------------------------------------
 
-    async def _start_job(self, msg: Any) -> None:
+    async def _start_job(self, delivery: Delivery) -> None:
         try:
-            request = decode(msg.data)
+            request = decode(delivery.data)
         except ValueError as error:
             log.error("dropping an undecodable request: %s", error)
-            await msg.term()
+            await delivery.term()
             return
         response_id = request.response_id
-        delivered = msg.metadata.num_delivered
+        delivered = delivery.num_delivered
         progress = PriorProgress()
         if delivered > 1:
-            progress = await read_progress(self._js, response_id)
+            progress = progress_of(await self._journal.read_log(response_id))
             if progress.finished:
-                await msg.ack()
+                await delivery.ack()
                 return
             log.info("resuming %s (delivery %d) at seq %d with %d tokens", response_id,
                      delivered, progress.next_seq, len(progress.output_token_ids))
-        job = Job(request, msg, ResponsePublisher(self._js, response_id, progress.next_seq))
+        job = Job(request, delivery, self._journal.writer(response_id, progress.next_seq))
         self._jobs[response_id] = job  # registered first, so a cancel from now on is seen
         served = self.served
         try:
             if delivered >= self.settings.max_deliver and delivered > 1:
                 await self._fail(job, "worker_lost", f"The response failed after {delivered} delivery attempts.")
                 return
-            if job.cancelled or await cancel_requested(self._js, response_id):
+            if job.cancelled or await self._journal.cancel_requested(response_id):
                 await self._finish_cancelled(job, 0)
                 return
             prompt = await asyncio.to_thread(served.build_prompt, request)
@@ -243,7 +187,7 @@ class Worker:
 
     async def _publish_outputs(self) -> None:
         """One consumer of the engine's step outputs, so every response's events keep
-        their order; publishes are not awaited one by one (see ResponsePublisher)."""
+        their order; publishes are not awaited one by one (see journal.ResponseWriter)."""
         while True:
             outputs = await self._outputs.get()
             for output in outputs:
@@ -278,11 +222,11 @@ class Worker:
         """Ack the request once its terminal event is persisted."""
         try:
             await job.publisher.flush()
-            await job.msg.ack_sync()
-        except (PublishFailed, Exception) as error:
+            await job.delivery.ack()
+        except Exception as error:  # PublishFailed, or NATS away
             log.warning("could not settle %s: %s", job.request.response_id, error)
             with contextlib.suppress(Exception):
-                await job.msg.nak()
+                await job.delivery.nak()
         finally:
             self._release(job)
 
@@ -290,7 +234,7 @@ class Worker:
         job.finished = True
         log.warning("handing %s back to the queue: %s", job.request.response_id, error)
         with contextlib.suppress(Exception):
-            await job.msg.nak(delay=1)
+            await job.delivery.nak(delay=1)
         self._release(job)
 
     async def _fail(self, job: Job, code: str, message: str, param: str | None = None) -> None:
@@ -316,8 +260,7 @@ class Worker:
             if job is not None and not job.finished:
                 self._spawn(self._fail(job, "engine_error", f"The model failed: {error}"))
 
-    async def _on_cancel(self, msg: Any) -> None:
-        response_id = msg.subject.rsplit(".", 1)[-1]
+    def _on_cancel(self, response_id: str) -> None:
         job = self._jobs.get(response_id)
         if job is not None and not job.cancelled:
             job.cancelled = True
@@ -326,20 +269,20 @@ class Worker:
     # -- liveness ----------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        """Advertise the model (TTL'd key) and keep running requests from redelivery."""
+        """Advertise the model (a TTL key per worker) and keep running requests from redelivery."""
         card = self.served.card
-        models = await self._js.key_value(MODELS_BUCKET)
-        workers = await self._js.key_value(WORKERS_BUCKET)
-        await models.put(model_key(card.name), card.model_dump_json().encode())
+        registry = self._journal.registry
         last_progress = 0.0
         loop = asyncio.get_running_loop()
         while True:
             try:
-                await workers.put(model_key(card.name), self.settings.worker_id.encode())
+                # The card too, every time: a NATS server that restarted empty gets it back.
+                await registry.advertise(card)
+                await registry.heartbeat(card.name, self.settings.worker_id)
                 if loop.time() - last_progress > self.settings.ack_wait_s / 3:
                     last_progress = loop.time()
                     for job in list(self._jobs.values()):
-                        await job.msg.in_progress()
+                        await job.delivery.in_progress()
             except Exception as error:
                 log.warning("heartbeat failed: %s", error)
             await asyncio.sleep(self.settings.heartbeat_s)

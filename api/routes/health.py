@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from api.bus import BusUnavailable
-from api.deps import BusDep
+from api.deps import JournalDep
+from journal import JournalUnavailable
 
 router = APIRouter()
 
@@ -19,12 +19,12 @@ async def health() -> dict[str, str]:
 
 
 @router.get("/ready")
-async def ready(bus: BusDep) -> Any:
-    if not bus.connected:
+async def ready(journal: JournalDep) -> Any:
+    if not journal.connected:
         return JSONResponse({"status": "unavailable", "reason": "NATS is not connected"}, 503)
     try:
-        models = await bus.live_models()
-    except BusUnavailable as error:
+        models = await journal.registry.live_models()
+    except JournalUnavailable as error:
         return JSONResponse({"status": "unavailable", "reason": str(error)}, 503)
     if not models:
         return JSONResponse({"status": "unavailable", "reason": "no live worker"}, 503)

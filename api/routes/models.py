@@ -6,14 +6,14 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
-from api.deps import BusDep, require_api_key
+from api.deps import JournalDep, require_api_key
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
 
 @router.get("/v1/models")
-async def list_models(bus: BusDep) -> dict[str, Any]:
-    cards = await bus.live_models()
+async def list_models(journal: JournalDep) -> dict[str, Any]:
+    cards = await journal.registry.live_models()
     return {
         "object": "list",
         "data": [

@@ -12,14 +12,13 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.admission import Admission
 from api.body import read_request
-from api.bus import Bus, BusUnavailable
-from api.deps import AdmissionDep, BusDep, SettingsDep, require_api_key
+from api.deps import AdmissionDep, JournalDep, SettingsDep, require_api_key
 from api.errors import APIError
-from api.event_log import EventLog
 from api.normalize import accept
 from api.request_model import ResponsesRequest
 from events import GenerationFailed, ModelCard, ResponseFold
 from events.ids import new_response_id
+from journal import Journal, JournalUnavailable, LogFollower
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
@@ -37,37 +36,37 @@ ERROR_STATUS = {
 
 @router.post("/v1/responses")
 async def create_response(
-    request: Request, bus: BusDep, settings: SettingsDep, admission: AdmissionDep
+    request: Request, journal: JournalDep, settings: SettingsDep, admission: AdmissionDep
 ) -> Any:
     body = await read_request(request, settings.max_body_bytes)
-    card = await check_model(bus, body)
+    card = await check_model(journal, body)
     admission.admit()
     try:
-        event = accept(body, await response_id_for(bus, body), card.default_sampling)
-        events = await bus.follow(event.response_id)
-        await bus.publish_request(event)
+        event = accept(body, await response_id_for(journal, body), card.default_sampling)
+        events = await journal.follow(event.response_id)
+        await journal.publish_request(event)
     except BaseException:
         admission.release()
         raise
     if body.stream:
         return EventSourceResponse(
-            sse_stream(events, bus, admission, event.response_id),
+            sse_stream(events, journal, admission, event.response_id),
             ping=int(settings.sse_ping_s),
         )
-    return await json_reply(request, events, bus, admission, event.response_id)
+    return await json_reply(request, events, journal, admission, event.response_id)
 
 
-async def response_id_for(bus: Bus, body: ResponsesRequest) -> str:
+async def response_id_for(journal: Journal, body: ResponsesRequest) -> str:
     if body.request_id is None:
         return new_response_id()
-    if await bus.response_exists(body.request_id):
+    if await journal.response_exists(body.request_id):
         raise APIError(400, f"The request_id '{body.request_id}' is already in use.",
                        param="request_id", code="invalid_value")
     return body.request_id
 
 
-async def check_model(bus: Bus, body: ResponsesRequest) -> ModelCard:
-    card = await bus.model_card(body.model)
+async def check_model(journal: Journal, body: ResponsesRequest) -> ModelCard:
+    card = await journal.registry.card(body.model)
     if card is None:
         raise APIError(404, f"The model '{body.model}' does not exist.", param="model",
                        code="model_not_found")
@@ -77,14 +76,14 @@ async def check_model(bus: Bus, body: ResponsesRequest) -> ModelCard:
             f"The model '{body.model}' has no reasoning markers, so 'thinking_token_budget' cannot apply.",
             param="thinking_token_budget", code="invalid_value",
         )
-    if not await bus.is_live(body.model):
+    if not await journal.registry.is_live(body.model):
         raise APIError(503, f"No worker is serving the model '{body.model}' right now.",
                        param="model", code="model_unavailable")
     return card
 
 
 async def fold_events(
-    events: EventLog, state: ResponseFold, bus: Bus, idle: float = 1.0
+    events: LogFollower, state: ResponseFold, journal: Journal, idle: float = 1.0
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """Yield each batch of SSE events the fold produces, until the response is done.
 
@@ -95,14 +94,14 @@ async def fold_events(
         try:
             event = await events.next(timeout=idle)
             if event is None and state.status == "queued" and state.request is not None:
-                if not await bus.is_live(state.request.model):
-                    bus.cancel_soon(state.request.response_id, "requested")
+                if not await journal.registry.is_live(state.request.model):
+                    journal.cancel_soon(state.request.response_id, "requested")
                     yield state.apply(local_failure(
                         state, "model_unavailable",
                         f"No worker is serving the model '{state.request.model}' any more.",
                     ))
                     return
-        except BusUnavailable as error:
+        except JournalUnavailable as error:
             yield state.apply(local_failure(state, "bus_unavailable", str(error)))
             return
         if event is None:
@@ -122,11 +121,11 @@ def local_failure(state: ResponseFold, code: str, message: str) -> GenerationFai
 
 
 async def sse_stream(
-    events: EventLog, bus: Bus, admission: Admission, response_id: str
+    events: LogFollower, journal: Journal, admission: Admission, response_id: str
 ) -> AsyncIterator[ServerSentEvent]:
     state = ResponseFold()
     try:
-        async for batch in fold_events(events, state, bus):
+        async for batch in fold_events(events, state, journal):
             for sse in batch:
                 yield ServerSentEvent(
                     data=json.dumps(sse, separators=(",", ":")),
@@ -137,17 +136,17 @@ async def sse_stream(
         admission.release()
         await events.close()
         if not state.done:
-            bus.cancel_soon(response_id, "client_disconnected")
+            journal.cancel_soon(response_id, "client_disconnected")
 
 
 async def json_reply(
-    request: Request, events: EventLog, bus: Bus, admission: Admission, response_id: str
+    request: Request, events: LogFollower, journal: Journal, admission: Admission, response_id: str
 ) -> JSONResponse:
     state = ResponseFold()
     try:
-        async for _ in fold_events(events, state, bus):
+        async for _ in fold_events(events, state, journal):
             if not state.done and await request.is_disconnected():
-                bus.cancel_soon(response_id, "client_disconnected")
+                journal.cancel_soon(response_id, "client_disconnected")
                 break
     finally:
         admission.release()

@@ -1,25 +1,57 @@
-"""Publishing one response's events: numbered by seq, deduplicated by Nats-Msg-Id, and
-never one awaited JetStream ack per token."""
+"""Writing to a response's log: the request (seq 0 and the work queue), the worker's
+events numbered by seq, and cancels. Every publish carries a Nats-Msg-Id, so a retry
+after a lost ack is dropped by JetStream instead of doubled."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Literal
 
-from events import encode
-from events.subjects import event_msg_id, events_subject
+from events import CancelRequested, RequestAccepted, encode
+from events.subjects import cancel_subject, event_msg_id, events_subject, request_subject
+from journal.errors import PublishFailed
 
-log = logging.getLogger("spate.worker.publisher")
+log = logging.getLogger("spate.journal.writer")
 
 PUBLISH_RETRIES = 5
+# Unsettled publishes a writer keeps before it checks the settled ones.
+SETTLE_EVERY = 256
+
+CancelReason = Literal["client_disconnected", "requested"]
 
 
-class PublishFailed(Exception):
-    """An event could not be persisted; the request must go back to the queue."""
+async def publish_request(js: Any, event: RequestAccepted, timeout: float) -> None:
+    """Write seq 0 of the response's log, then hand the request to the workers.
+
+    The log is written first so a worker never runs a request whose log is missing. Both
+    go out back to back and their acks are awaited together: one round trip, not two.
+    """
+    payload = encode(event)
+    acks = [
+        await js.publish_async(
+            events_subject(event.response_id), payload,
+            headers={"Nats-Msg-Id": event_msg_id(event.response_id, 0)},
+        ),
+        await js.publish_async(
+            request_subject(event.model), payload,
+            headers={"Nats-Msg-Id": event.response_id},
+        ),
+    ]
+    await asyncio.wait_for(asyncio.gather(*acks), timeout)
 
 
-class ResponsePublisher:
+async def publish_cancel(js: Any, response_id: str, reason: CancelReason) -> None:
+    event = CancelRequested(response_id=response_id, seq=0, reason=reason)
+    await js.publish(
+        cancel_subject(response_id), encode(event),
+        headers={"Nats-Msg-Id": f"{response_id}:cancel"},
+    )
+
+
+class ResponseWriter:
+    """One response's events from its worker: never one awaited ack per token."""
+
     def __init__(self, js: Any, response_id: str, next_seq: int) -> None:
         self._js = js
         self.response_id = response_id
@@ -36,7 +68,7 @@ class ResponsePublisher:
             headers={"Nats-Msg-Id": event_msg_id(self.response_id, event.seq)},
         )
         self._pending.append((future, event))
-        if len(self._pending) > 256:
+        if len(self._pending) > SETTLE_EVERY:
             await self._settle(done_only=True)
         return event
 

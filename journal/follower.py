@@ -1,4 +1,4 @@
-"""One response's events, in seq order, as the API streams them.
+"""Following one response's log live, in seq order, as the API streams it.
 
 The live tail comes over a plain subscription (no server-side consumer per response,
 which keeps the first event fast under load). A plain subscription can miss a message
@@ -10,23 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from api.errors import BusUnavailable
 from events import decode
 from events.ordering import SeqOrder
 from events.subjects import events_subject
-
-if TYPE_CHECKING:
-    from api.bus import Bus
+from journal.connection import Connection
+from journal.errors import JournalUnavailable
+from journal.log_reader import last_seq, read_log
 
 # How long an out-of-order event may wait for the one before it before the log is read.
 GAP_PATIENCE_S = 0.25
 
 
-class EventLog:
-    def __init__(self, bus: Bus, response_id: str) -> None:
-        self._bus = bus
+class LogFollower:
+    def __init__(self, connection: Connection, response_id: str) -> None:
+        self._connection = connection
         self.response_id = response_id
         self._queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._order = SeqOrder()
@@ -34,8 +33,9 @@ class EventLog:
         self._subscription: Any = None
 
     async def start(self) -> None:
-        self._subscription = await self._bus.subscribe_live(
-            events_subject(self.response_id), self._on_message
+        self._connection.require()
+        self._subscription = await self._connection.nc.subscribe(
+            events_subject(self.response_id), cb=self._on_message
         )
 
     async def _on_message(self, msg: Any) -> None:
@@ -45,16 +45,18 @@ class EventLog:
     async def next(self, timeout: float) -> Any | None:
         """The next event, or None when none came within `timeout` seconds.
 
-        Raises BusUnavailable (from the bus) when NATS is gone, so a stream ends with an
-        error instead of hanging.
+        Raises JournalUnavailable when NATS is gone, so a stream ends with an error
+        instead of hanging.
         """
         while not self._ready:
             wait = GAP_PATIENCE_S if self._order.waiting else timeout
             try:
                 data = await asyncio.wait_for(self._queue.get(), wait)
             except asyncio.TimeoutError:
-                if not self._bus.connected:
-                    raise BusUnavailable("Lost the connection to the message bus (NATS).") from None
+                if not self._connection.connected:
+                    raise JournalUnavailable(
+                        "Lost the connection to the message bus (NATS)."
+                    ) from None
                 if await self._repair():
                     continue
                 return None
@@ -63,10 +65,10 @@ class EventLog:
 
     async def _repair(self) -> bool:
         """Fill a gap from the stored log; True when that produced events."""
-        last = await self._bus.last_seq(self.response_id)
-        if last < self._order.next_seq:
+        js = self._connection.require()
+        if await last_seq(js, self.response_id) < self._order.next_seq:
             return False
-        for event in await self._bus.replay(self.response_id, last, timeout=2.0):
+        for event in await read_log(js, self.response_id):
             self._ready.extend(self._order.push(event))
         return bool(self._ready)
 

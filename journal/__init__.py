@@ -1,0 +1,26 @@
+"""The journal: the one layer that talks to NATS.
+
+It owns the connection (connect with retry, reconnect, re-declaring what a restarted
+server lost), the streams, consumers and buckets, publishing a response's events with
+message ids, following a response's log with gap repair, reading a stored log, the model
+registry and liveness, the workers' request queue, and cancels. `api/`, `workers/` and
+`store/` call it; none of them imports the NATS client. It imports no torch.
+"""
+
+from journal.errors import JournalUnavailable, PublishFailed
+from journal.follower import LogFollower
+from journal.journal import Journal
+from journal.request_queue import Delivery, RequestQueue
+from journal.settings import JournalSettings
+from journal.writer import ResponseWriter
+
+__all__ = [
+    "Delivery",
+    "Journal",
+    "JournalSettings",
+    "JournalUnavailable",
+    "LogFollower",
+    "PublishFailed",
+    "RequestQueue",
+    "ResponseWriter",
+]

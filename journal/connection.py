@@ -1,0 +1,138 @@
+"""One process's connection to NATS: connect with retry, reconnect by itself, re-declare
+the topology after a reconnect, drain on close."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import nats
+
+from journal.errors import JournalUnavailable
+from journal.settings import JournalSettings
+from journal.topology import declare
+
+log = logging.getLogger("spate.journal")
+
+
+def redacted(url: str) -> str:
+    """The URL without credentials, for logs."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
+
+
+class Connection:
+    def __init__(self, settings: JournalSettings, name: str) -> None:
+        self.settings = settings
+        self.name = name
+        self.nc: Any = None
+        self.js: Any = None
+        self._ready = asyncio.Event()
+        self._connector: asyncio.Task[None] | None = None
+        # Run after every (re)connect that declared the topology: parts that own
+        # server-side state of their own (a worker's consumer) re-declare it here.
+        self.on_declared: list[Callable[[], Awaitable[None]]] = []
+        self._redeclaring: asyncio.Task[None] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect in the background; `connected` turns true once NATS answers."""
+        if self._connector is None:
+            self._connector = asyncio.create_task(self._connect_until_up())
+
+    async def wait_connected(self, stop: asyncio.Event | None = None) -> bool:
+        """Wait until connected, or until `stop` is set; True when connected."""
+        self.start()
+        waits = [asyncio.ensure_future(self._ready.wait())]
+        if stop is not None:
+            waits.append(asyncio.ensure_future(stop.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        return self._ready.is_set()
+
+    async def _connect_until_up(self) -> None:
+        delay = 0.2
+        where = redacted(self.settings.nats_url)
+        while True:
+            try:
+                nc = await nats.connect(
+                    self.settings.nats_url,
+                    name=self.name,
+                    connect_timeout=self.settings.nats_timeout_s,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=1,
+                    drain_timeout=5,
+                    error_cb=self._on_error,
+                    disconnected_cb=self._on_disconnected,
+                    reconnected_cb=self._on_reconnected,
+                )
+                js = nc.jetstream(timeout=self.settings.nats_timeout_s)
+                await declare(js, self.settings)
+                self.nc, self.js = nc, js
+                self._ready.set()
+                log.info("connected to NATS at %s", where)
+                return
+            except Exception as error:  # keep trying: NATS may come up after us
+                log.warning("NATS at %s not reachable (%s); retrying", where, error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def close(self) -> None:
+        for task in (self._connector, self._redeclaring):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self.nc is not None and not self.nc.is_closed:
+            with contextlib.suppress(Exception):
+                await self.nc.drain()
+
+    @property
+    def connected(self) -> bool:
+        return self._ready.is_set() and self.nc is not None and self.nc.is_connected
+
+    def require(self) -> Any:
+        """The JetStream context, or JournalUnavailable while NATS is away."""
+        if not self.connected:
+            raise JournalUnavailable("The message bus (NATS) is unavailable.")
+        return self.js
+
+    # -- callbacks ---------------------------------------------------------------------
+
+    async def _on_error(self, error: Exception) -> None:
+        log.warning("NATS error: %s", error)
+
+    async def _on_disconnected(self) -> None:
+        log.warning("disconnected from NATS")
+
+    async def _on_reconnected(self) -> None:
+        log.info("reconnected to NATS")
+        if self._redeclaring is None or self._redeclaring.done():
+            self._redeclaring = asyncio.create_task(self._redeclare())
+
+    async def _redeclare(self) -> None:
+        """A server that restarted without its data has no streams: declare them again."""
+        delay = 0.2
+        while True:
+            try:
+                await declare(self.js, self.settings)
+                for hook in self.on_declared:
+                    await hook()
+                return
+            except Exception as error:
+                log.warning("re-declaring streams after a reconnect failed (%s); retrying", error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)

@@ -1,0 +1,131 @@
+"""`Journal`: what a spate process holds to talk to NATS, one per process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from events import RequestAccepted
+from events.subjects import CANCELS_SUBJECT_PREFIX
+from journal.connection import Connection
+from journal.errors import JournalUnavailable
+from journal.follower import LogFollower
+from journal.log_reader import cancel_requested, last_seq, read_log
+from journal.registry import Registry
+from journal.request_queue import RequestQueue
+from journal.settings import JournalSettings
+from journal.writer import CancelReason, ResponseWriter, publish_cancel, publish_request
+
+log = logging.getLogger("spate.journal")
+
+
+class Journal:
+    def __init__(self, settings: JournalSettings, name: str) -> None:
+        self.settings = settings
+        self.connection = Connection(settings, name)
+        self.registry = Registry(self.connection)
+        # Cancels sent from places that cannot await (a stream torn down by a
+        # disconnect); referenced here until they finish.
+        self._pending: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect in the background: callers serve (with errors) while NATS is away."""
+        self.connection.start()
+
+    async def wait_connected(self, stop: asyncio.Event | None = None) -> bool:
+        return await self.connection.wait_connected(stop)
+
+    @property
+    def connected(self) -> bool:
+        return self.connection.connected
+
+    async def close(self) -> None:
+        for task in list(self._pending):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(task, self.settings.nats_timeout_s)
+        await self.connection.close()
+
+    # -- a response's log ----------------------------------------------------------------
+
+    async def publish_request(self, event: RequestAccepted) -> None:
+        js = self.connection.require()
+        try:
+            await publish_request(js, event, self.settings.nats_timeout_s)
+        except Exception as error:
+            raise JournalUnavailable(f"Could not publish the request: {error}") from error
+
+    async def follow(self, response_id: str) -> LogFollower:
+        """Start receiving the response's events; call before publishing its request."""
+        follower = LogFollower(self.connection, response_id)
+        await follower.start()
+        return follower
+
+    def writer(self, response_id: str, next_seq: int) -> ResponseWriter:
+        return ResponseWriter(self.connection.require(), response_id, next_seq)
+
+    async def last_seq(self, response_id: str) -> int:
+        return await last_seq(self.connection.require(), response_id)
+
+    async def response_exists(self, response_id: str) -> bool:
+        return await self.last_seq(response_id) >= 0
+
+    async def read_log(self, response_id: str) -> list[Any]:
+        return await read_log(self.connection.require(), response_id)
+
+    # -- cancels -------------------------------------------------------------------------
+
+    async def cancel(self, response_id: str, reason: CancelReason) -> None:
+        js = self.connection.require()
+        try:
+            await publish_cancel(js, response_id, reason)
+        except Exception as error:
+            raise JournalUnavailable(f"Could not publish the cancel: {error}") from error
+
+    def cancel_soon(self, response_id: str, reason: CancelReason) -> None:
+        async def publish() -> None:
+            try:
+                await self.cancel(response_id, reason)
+            except Exception as error:  # the worker still stops at max_output_tokens
+                log.warning("could not publish the cancel of %s: %s", response_id, error)
+
+        task = asyncio.create_task(publish())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def cancel_requested(self, response_id: str) -> bool:
+        return await cancel_requested(self.connection.require(), response_id)
+
+    async def subscribe_cancels(self, on_cancel: Callable[[str], None]) -> Subscription:
+        """Call `on_cancel(response_id)` for every cancel written from now on."""
+
+        async def on_message(msg: Any) -> None:
+            on_cancel(msg.subject.rsplit(".", 1)[-1])
+
+        self.connection.require()
+        subscription = await self.connection.nc.subscribe(
+            f"{CANCELS_SUBJECT_PREFIX}.>", cb=on_message
+        )
+        return Subscription(subscription)
+
+    # -- the workers' queue --------------------------------------------------------------
+
+    async def request_queue(self, model: str, ack_wait_s: float, max_deliver: int) -> RequestQueue:
+        queue = RequestQueue(self.connection, model, ack_wait_s, max_deliver)
+        await queue.open()
+        return queue
+
+
+class Subscription:
+    """A live subscription its owner can close."""
+
+    def __init__(self, subscription: Any) -> None:
+        self._subscription = subscription
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._subscription.unsubscribe()

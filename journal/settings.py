@@ -1,0 +1,23 @@
+"""The NATS settings every spate process shares, read from SPATE_* environment variables.
+
+The API's and the worker's settings classes extend this one, so each value has one
+definition and one default.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class JournalSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SPATE_", extra="ignore")
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    # How long one NATS operation may take before it counts as failed.
+    nats_timeout_s: float = Field(default=2.0, gt=0)
+    # How long the EVENTS stream keeps a response's log: the window for resuming a stream
+    # and for a replacement worker to continue a dead worker's response.
+    events_max_age_s: float = Field(default=24 * 3600, gt=0)
+    # A worker's liveness key lives this long unless its heartbeat renews it.
+    worker_ttl_s: float = Field(default=10.0, gt=0)

@@ -1,0 +1,82 @@
+"""The streams, buckets and consumers spate needs, and declaring them on a server.
+
+Declaring is idempotent: it runs at every connect and reconnect, so a NATS server that
+comes back empty (a restart without its data folder) gets everything back.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.errors import APIError
+
+from events.subjects import (
+    CANCELS_SUBJECT_PREFIX,
+    EVENTS_STREAM,
+    EVENTS_SUBJECT_PREFIX,
+    MODELS_BUCKET,
+    REQUESTS_STREAM,
+    REQUESTS_SUBJECT_PREFIX,
+    WORKERS_BUCKET,
+    request_subject,
+    worker_consumer,
+)
+from journal.settings import JournalSettings
+
+log = logging.getLogger("spate.journal")
+
+# How long JetStream remembers a Nats-Msg-Id to drop a retried publish.
+DUPLICATE_WINDOW_S = 120.0
+
+
+def stream_configs(settings: JournalSettings) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": REQUESTS_STREAM,
+            "subjects": [f"{REQUESTS_SUBJECT_PREFIX}.>"],
+            "max_age": settings.events_max_age_s,
+            "duplicate_window": DUPLICATE_WINDOW_S,
+        },
+        {
+            "name": EVENTS_STREAM,
+            "subjects": [f"{EVENTS_SUBJECT_PREFIX}.>", f"{CANCELS_SUBJECT_PREFIX}.>"],
+            "max_age": settings.events_max_age_s,
+            "duplicate_window": DUPLICATE_WINDOW_S,
+        },
+    ]
+
+
+async def declare(js: Any, settings: JournalSettings) -> None:
+    """Create the streams and buckets, or bring existing ones to this configuration."""
+    for config in stream_configs(settings):
+        try:
+            await js.add_stream(**config)
+        except APIError as error:  # it exists with other settings
+            if "already in use" not in str(error):
+                raise
+            await js.update_stream(**config)
+    await js.create_key_value(bucket=MODELS_BUCKET, history=1)
+    await js.create_key_value(bucket=WORKERS_BUCKET, history=1, ttl=settings.worker_ttl_s)
+
+
+def request_consumer_config(model: str, ack_wait_s: float, max_deliver: int) -> ConsumerConfig:
+    """The durable pull consumer every worker of `model` shares: explicit acks, a
+    redelivery after `ack_wait_s` without a heartbeat, at most `max_deliver` tries."""
+    return ConsumerConfig(
+        durable_name=worker_consumer(model),
+        filter_subject=request_subject(model),
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait_s,
+        max_deliver=max_deliver,
+        max_ack_pending=-1,
+    )
+
+
+async def declare_request_consumer(js: Any, config: ConsumerConfig) -> None:
+    try:
+        await js.add_consumer(REQUESTS_STREAM, config)
+    except APIError as error:  # it exists with other settings: bring it to these
+        log.info("updating consumer %s (%s)", config.durable_name, error)
+        await js.update_consumer(REQUESTS_STREAM, config)

@@ -1,0 +1,36 @@
+"""The model registry and per-worker liveness, against a real nats-server."""
+
+from __future__ import annotations
+
+from events import ModelCard
+from journal import Journal
+
+
+async def test_a_model_is_live_while_any_of_its_workers_is(journal: Journal) -> None:
+    card = ModelCard(name="registry-model", context_length=2048)
+    await journal.registry.advertise(card)
+    assert await journal.registry.card("registry-model") == card
+    assert await journal.registry.card("no-such-model") is None
+    assert not await journal.registry.is_live("registry-model")
+
+    await journal.registry.heartbeat(card.name, "worker-a")
+    await journal.registry.heartbeat(card.name, "worker-b")
+    assert "registry-model" in {c.name for c in await journal.registry.live_models()}
+
+    await journal.registry.withdraw(card.name, "worker-a")
+    journal.registry._live_until.clear()  # judge the bucket, not the short-lived cache
+    assert await journal.registry.is_live("registry-model")
+
+    await journal.registry.withdraw(card.name, "worker-b")
+    journal.registry._live_until.clear()
+    assert not await journal.registry.is_live("registry-model")
+    assert "registry-model" not in {c.name for c in await journal.registry.live_models()}
+
+
+async def test_a_model_name_with_dots_keeps_its_workers_apart(journal: Journal) -> None:
+    card = ModelCard(name="org/model.v1", context_length=2048)
+    await journal.registry.advertise(card)
+    await journal.registry.heartbeat(card.name, "host.1")
+    assert await journal.registry.is_live("org/model.v1")
+    assert not await journal.registry.is_live("org/model")
+    await journal.registry.withdraw(card.name, "host.1")
