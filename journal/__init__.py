@@ -7,20 +7,20 @@ registry and liveness, the workers' request queue, and cancels. `api/`, `workers
 `store/` call it; none of them imports the NATS client. It imports no torch.
 """
 
+from journal.durable_consumer import Delivery, DurableConsumer
 from journal.errors import JournalUnavailable, PublishFailed
 from journal.follower import LogFollower
 from journal.journal import Journal
-from journal.request_queue import Delivery, RequestQueue
 from journal.settings import JournalSettings
 from journal.writer import ResponseWriter
 
 __all__ = [
     "Delivery",
+    "DurableConsumer",
     "Journal",
     "JournalSettings",
     "JournalUnavailable",
     "LogFollower",
     "PublishFailed",
-    "RequestQueue",
     "ResponseWriter",
 ]

@@ -9,14 +9,15 @@ from collections.abc import Callable
 from typing import Any
 
 from events import RequestAccepted
-from events.subjects import CANCELS_SUBJECT_PREFIX
+from events.subjects import CANCELS_SUBJECT_PREFIX, EVENTS_STREAM, REQUESTS_STREAM
 from journal.connection import Connection
+from journal.durable_consumer import DurableConsumer
 from journal.errors import JournalUnavailable
 from journal.follower import LogFollower
 from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.registry import Registry
-from journal.request_queue import RequestQueue
 from journal.settings import JournalSettings
+from journal.topology import projection_consumer_config, request_consumer_config
 from journal.writer import CancelReason, ResponseWriter, publish_cancel, publish_request
 
 log = logging.getLogger("spate.journal")
@@ -112,12 +113,24 @@ class Journal:
         )
         return Subscription(subscription)
 
-    # -- the workers' queue --------------------------------------------------------------
+    # -- durable consumers ---------------------------------------------------------------
 
-    async def request_queue(self, model: str, ack_wait_s: float, max_deliver: int) -> RequestQueue:
-        queue = RequestQueue(self.connection, model, ack_wait_s, max_deliver)
+    async def request_queue(
+        self, model: str, ack_wait_s: float, max_deliver: int
+    ) -> DurableConsumer:
+        """The queue of `model`'s requests that all of its workers share."""
+        config = request_consumer_config(model, ack_wait_s, max_deliver)
+        queue = DurableConsumer(self.connection, REQUESTS_STREAM, config)
         await queue.open()
         return queue
+
+    async def event_feed(self, durable_name: str, ack_wait_s: float = 30.0) -> DurableConsumer:
+        """Every response's events, in stream order, shared by the projectors that use
+        `durable_name`: each event goes to one of them until one acks it."""
+        config = projection_consumer_config(durable_name, ack_wait_s)
+        feed = DurableConsumer(self.connection, EVENTS_STREAM, config)
+        await feed.open()
+        return feed
 
 
 class Subscription:

@@ -74,9 +74,21 @@ def request_consumer_config(model: str, ack_wait_s: float, max_deliver: int) -> 
     )
 
 
-async def declare_request_consumer(js: Any, config: ConsumerConfig) -> None:
+def projection_consumer_config(durable_name: str, ack_wait_s: float) -> ConsumerConfig:
+    """The durable pull consumer a projection of every response's events shares (the
+    store): explicit acks, redelivered until it is applied."""
+    return ConsumerConfig(
+        durable_name=durable_name,
+        filter_subject=f"{EVENTS_SUBJECT_PREFIX}.>",
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait_s,
+        max_ack_pending=-1,
+    )
+
+
+async def declare_consumer(js: Any, stream: str, config: ConsumerConfig) -> None:
     try:
-        await js.add_consumer(REQUESTS_STREAM, config)
+        await js.add_consumer(stream, config)
     except APIError as error:  # it exists with other settings: bring it to these
         log.info("updating consumer %s (%s)", config.durable_name, error)
-        await js.update_consumer(REQUESTS_STREAM, config)
+        await js.update_consumer(stream, config)

@@ -18,7 +18,7 @@ from events import (
     Usage,
     decode,
 )
-from journal import Delivery, Journal, RequestQueue, ResponseWriter
+from journal import Delivery, DurableConsumer, Journal, ResponseWriter
 from workers.engine_loop import EngineLoop
 from workers.recovery import PriorProgress, progress_of
 from workers.served_model import InvalidRequest, ServedModel
@@ -103,7 +103,7 @@ class Worker:
                 await self._journal.registry.withdraw(card.name, self.settings.worker_id)
             await self._journal.close()
 
-    async def _consume(self, requests: RequestQueue, stop: asyncio.Event) -> None:
+    async def _consume(self, requests: DurableConsumer, stop: asyncio.Event) -> None:
         while not stop.is_set():
             free = self.settings.max_num_seqs - len(self._jobs)
             if free <= 0:

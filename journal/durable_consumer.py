@@ -1,6 +1,8 @@
-"""The workers' side of the REQUESTS stream: one durable pull consumer per model that all
-of its workers share, and the deliveries it hands out (ack only once the terminal event
-is persisted, heartbeat while generating, hand back on drain)."""
+"""A durable pull consumer that several processes share, and the deliveries it hands out.
+
+The workers of a model share one on the REQUESTS stream (ack only once the terminal
+event is persisted, heartbeat while generating, hand back on drain); the store's
+projectors share one on the EVENTS stream."""
 
 from __future__ import annotations
 
@@ -10,12 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import nats
+from nats.js.api import ConsumerConfig
 
-from events.subjects import REQUESTS_STREAM
 from journal.connection import Connection
-from journal.topology import declare_request_consumer, request_consumer_config
+from journal.topology import declare_consumer
 
-log = logging.getLogger("spate.journal.requests")
+log = logging.getLogger("spate.journal.consumer")
 
 
 @dataclass(slots=True)
@@ -44,35 +46,34 @@ class Delivery:
         await self._msg.term()
 
 
-class RequestQueue:
-    def __init__(
-        self, connection: Connection, model: str, ack_wait_s: float, max_deliver: int
-    ) -> None:
+class DurableConsumer:
+    def __init__(self, connection: Connection, stream: str, config: ConsumerConfig) -> None:
         self._connection = connection
-        self._config = request_consumer_config(model, ack_wait_s, max_deliver)
+        self._stream = stream
+        self._config = config
         self._subscription: Any = None
 
     async def open(self) -> None:
         """Declare the consumer and bind to it; again after NATS came back empty."""
         js = self._connection.require()
-        await declare_request_consumer(js, self._config)
+        await declare_consumer(js, self._stream, self._config)
         self._subscription = await js.pull_subscribe_bind(
-            durable=self._config.durable_name, stream=REQUESTS_STREAM
+            durable=self._config.durable_name, stream=self._stream
         )
         if self.redeclare not in self._connection.on_declared:
             self._connection.on_declared.append(self.redeclare)
 
     async def redeclare(self) -> None:
-        await declare_request_consumer(self._connection.require(), self._config)
+        await declare_consumer(self._connection.require(), self._stream, self._config)
 
     async def fetch(self, batch: int, timeout: float) -> list[Delivery]:
-        """Up to `batch` requests, or none after `timeout` seconds (or while NATS is away)."""
+        """Up to `batch` messages, or none after `timeout` seconds (or while NATS is away)."""
         try:
             messages = await self._subscription.fetch(batch=batch, timeout=timeout)
         except (asyncio.TimeoutError, nats.errors.TimeoutError):
             return []
         except Exception as error:  # NATS away, or the consumer gone with a restart
-            log.warning("fetching requests failed: %s", error)
+            log.warning("fetching from %s failed: %s", self._config.durable_name, error)
             await asyncio.sleep(timeout)
             return []
         return [Delivery(msg.data, msg.metadata.num_delivered, msg) for msg in messages]
@@ -82,7 +83,7 @@ class RequestQueue:
             try:
                 await self._subscription.unsubscribe()
             except Exception as error:
-                log.debug("unsubscribing from requests: %s", error)
+                log.debug("unsubscribing from %s: %s", self._config.durable_name, error)
         if self.redeclare in self._connection.on_declared:
             self._connection.on_declared.remove(self.redeclare)
 
