@@ -32,7 +32,9 @@ _APPLIED, _DUPLICATE, _GAP, _DELETED = 1, 0, -1, -2
 
 
 class RedisStore(RedisConversations, Store):
-    """The store on one Redis (or a Cluster: a response's keys share one hash slot)."""
+    """The store on one Redis server. Connects lazily: the first call (`ping`, say) opens
+    the pool. The keys are laid out for a Cluster too (one hash slot per response), but
+    this client speaks to a single server."""
 
     def __init__(self, url: str, ttl_s: int = DEFAULT_TTL_S, *, timeout_s: float = 2.0) -> None:
         if ttl_s < 1:
