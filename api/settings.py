@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from journal import JournalSettings
+from store.base import DEFAULT_TTL_S
 
 
 class ApiSettings(JournalSettings):
@@ -20,6 +21,18 @@ class ApiSettings(JournalSettings):
     max_inflight: int = Field(default=256, ge=1)
     # Keep-alive comment interval on SSE streams while the model is queued or thinking.
     sse_ping_s: float = Field(default=15.0, gt=0)
+    # The response store (redis://host:port/db); None (or empty) leaves it off.
+    store_url: str | None = None
+    # Seconds a stored response or conversation lives after its last write.
+    store_ttl_s: int = Field(default=DEFAULT_TTL_S, ge=1)
+
+    @field_validator("store_url")
+    @classmethod
+    def _empty_store_url_is_off(cls, value: str | None) -> str | None:
+        # compose passes `SPATE_STORE_URL: ${SPATE_STORE_URL:-}`: empty means unset.
+        if value is None:
+            return None
+        return value.strip() or None
 
     @property
     def api_key_set(self) -> frozenset[str]:

@@ -14,10 +14,13 @@ import urllib.request
 from collections.abc import Mapping
 
 from cli.nats_server import EmbeddedNats
+from cli.redis_server import EmbeddedRedis
 from workers.host import usable_cpu_count
 
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Kept across runs, unlike the embedded NATS data: stored responses outlive a restart.
+DEFAULT_STORE_DIR = ".spate/store"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,6 +34,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="port of the embedded nats-server (default: a free one)")
     serve.add_argument("--nats-store-dir", default=os.environ.get("SPATE_NATS_STORE_DIR"),
                        help="JetStream data folder of the embedded nats-server (default: a temporary one)")
+    serve.add_argument("--store", action="store_true",
+                       help="run the response store: an embedded redis-server (unless "
+                       "SPATE_STORE_URL names one)")
+    serve.add_argument("--store-dir", default=os.environ.get("SPATE_STORE_DIR", DEFAULT_STORE_DIR),
+                       help=f"data folder of the embedded redis-server (default: {DEFAULT_STORE_DIR})")
+    serve.add_argument("--store-port", type=int, default=None,
+                       help="port of the embedded redis-server (default: a free one)")
     serve.add_argument("--model", default=None, help="served name, .gguf file or model folder")
     serve.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
     serve.add_argument("--num-threads", type=int, default=None,
@@ -44,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     api.add_argument("--host", default=None)
     api.add_argument("--port", type=int, default=None)
     api.add_argument("--nats-url", default=None)
+    api.add_argument("--store-url", default=None, help="the response store, redis://host:port/db")
 
     worker = commands.add_parser("worker", help="one model worker alone")
     worker.add_argument("--model", default=None)
@@ -77,7 +88,7 @@ def run_api(args: argparse.Namespace) -> None:
     from api.app import create_app
     from api.settings import ApiSettings
 
-    settings = ApiSettings(**_overrides(args, ["host", "port", "nats_url"]))
+    settings = ApiSettings(**_overrides(args, ["host", "port", "nats_url", "store_url"]))
     logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
                 log_level="info", timeout_graceful_shutdown=5)
@@ -139,6 +150,20 @@ def serve_worker_command(
     return command
 
 
+def serve_store(args: argparse.Namespace, environ: Mapping[str, str]) -> EmbeddedRedis | None:
+    """The embedded redis-server `spate serve --store` runs, started; None without
+    --store, or when SPATE_STORE_URL already names a store (the API child inherits it)."""
+    log = logging.getLogger("spate.serve")
+    if not args.store:
+        return None
+    if environ.get("SPATE_STORE_URL"):
+        log.info("response store at SPATE_STORE_URL (%s)", environ["SPATE_STORE_URL"])
+        return None
+    store = EmbeddedRedis(port=args.store_port, store_dir=args.store_dir).start()
+    log.info("embedded redis-server (response store) at %s, data in %s", store.url, args.store_dir)
+    return store
+
+
 def run_serve(args: argparse.Namespace) -> int:
     log = logging.getLogger("spate.serve")
     nats = None
@@ -147,7 +172,15 @@ def run_serve(args: argparse.Namespace) -> int:
         nats = EmbeddedNats(port=args.nats_port, store_dir=args.nats_store_dir).start()
         nats_url = nats.url
         log.info("embedded nats-server with JetStream at %s", nats_url)
+    try:
+        store = serve_store(args, os.environ)
+    except BaseException:
+        if nats is not None:
+            nats.stop()
+        raise
     env = {**os.environ, "SPATE_NATS_URL": nats_url}
+    if store is not None:
+        env["SPATE_STORE_URL"] = store.url
     worker_cmd = serve_worker_command(args, usable_cpu_count(), os.environ)
     api_cmd = [sys.executable, "-m", "cli.main", "api", "--host", args.host,
                "--port", str(args.port)]
@@ -177,6 +210,8 @@ def run_serve(args: argparse.Namespace) -> int:
                 child.kill()
         if nats is not None:
             nats.stop()
+        if store is not None:
+            store.stop()
     failed = [child.returncode for child in children if child.returncode not in (0, -15, None)]
     return 1 if failed and not stopping else 0
 

@@ -1,6 +1,12 @@
-"""`spate serve` starts its worker with one core left to the API and NATS."""
+"""`spate serve` starts its worker with one core left to the API and NATS, and with
+--store a redis-server for the response store."""
 
-from cli.main import _parser, serve_worker_command
+import argparse
+from pathlib import Path
+
+import redis
+
+from cli.main import _parser, serve_store, serve_worker_command
 
 
 def worker_command(argv: list[str], cpus: int, environ: dict[str, str] | None = None) -> list[str]:
@@ -28,3 +34,28 @@ def test_model_flags_reach_the_worker() -> None:
     assert command[command.index("--model") + 1] == "m.gguf"
     assert command[command.index("--dtype") + 1] == "float32"
     assert command[command.index("--kernels") + 1] == "torch"
+
+
+def serve_args(argv: list[str]) -> argparse.Namespace:
+    return _parser().parse_args(["serve", *argv])
+
+
+def test_store_flag_starts_a_redis_keeping_its_data_in_the_store_dir(tmp_path: Path) -> None:
+    data = tmp_path / "store"
+    server = serve_store(serve_args(["--store", "--store-dir", str(data)]), environ={})
+    assert server is not None
+    try:
+        client = redis.Redis.from_url(server.url)
+        assert client.ping()
+        assert client.config_get("dir")["dir"] == str(data.resolve())
+        assert client.config_get("bind")["bind"] == "127.0.0.1"
+        client.close()
+    finally:
+        server.stop()
+    assert data.is_dir()  # the data outlives the server
+
+
+def test_no_redis_without_the_flag_or_with_a_store_url() -> None:
+    assert serve_store(serve_args([]), environ={}) is None
+    named = {"SPATE_STORE_URL": "redis://elsewhere:6379/0"}
+    assert serve_store(serve_args(["--store"]), environ=named) is None

@@ -1,0 +1,217 @@
+"""The Redis backend of the store (redis.asyncio). Every write is one Lua script, so it
+is atomic and costs one round trip; docs/store.md lists the keys and the scripts' rules."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import RedisError
+
+from events.fold import TERMINAL_SSE_TYPES
+from store.base import DEFAULT_TTL_S, Store
+from store.errors import SeqGap, StoreError
+from store.items import dump, item_args, with_ids
+from store.records import ItemPage, JSONObject, PageOrder, StoredResponse
+from store.redis_conversations import RedisConversations
+from store.redis_keys import ResponseKeys
+from store.redis_scripts import RedisScripts, read_page, translated_errors
+
+# A follower re-reads at least this often, in case a notification was lost (pub/sub does
+# not queue messages across a reconnect).
+FOLLOW_POLL_S = 1.0
+# Append's script replies (store/lua/append.lua).
+_APPLIED, _DUPLICATE, _GAP, _DELETED = 1, 0, -1, -2
+
+
+class RedisStore(RedisConversations, Store):
+    """The store on one Redis server. Connects lazily: the first call (`ping`, say) opens
+    the pool. The keys are laid out for a Cluster too (one hash slot per response), but
+    this client speaks to a single server."""
+
+    def __init__(self, url: str, ttl_s: int = DEFAULT_TTL_S, *, timeout_s: float = 2.0) -> None:
+        if ttl_s < 1:
+            raise ValueError(f"ttl_s must be at least 1 second, not {ttl_s}")
+        self.ttl_s = ttl_s
+        # Two quick retries ride over a dropped pooled connection (a Redis restart);
+        # past them the caller gets StoreUnavailable at once rather than after the
+        # client's default backoff of several seconds. Every script is safe to retry.
+        self._redis: Redis = Redis.from_url(
+            url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
+        )
+        self._scripts = RedisScripts.register(self._redis)
+
+    async def close(self) -> None:
+        with contextlib.suppress(RedisError, OSError):
+            await self._redis.aclose()
+
+    async def ping(self) -> None:
+        with translated_errors():
+            await self._redis.ping()
+
+    # -- projected responses ------------------------------------------------------------
+
+    async def append(
+        self,
+        response_id: str,
+        seq: int,
+        *,
+        raw_event: bytes,
+        sse_events: Sequence[Mapping[str, Any]],
+        status: str,
+        response: Mapping[str, Any] | None = None,
+        owner: str | None = None,
+        input_items: Sequence[Mapping[str, Any]] = (),
+    ) -> bool:
+        if seq < 0:
+            raise ValueError(f"seq is never negative, got {seq}")
+        if not status:
+            raise ValueError("status is required")
+        if seq == 0 and response is None:
+            raise ValueError("the first event of a response stores its Response snapshot")
+        first_number = _first_sequence_number(sse_events)
+        keys = ResponseKeys(response_id)
+        args: list[Any] = [
+            seq, self.ttl_s, raw_event, status,
+            "" if response is None else dump(response),
+            owner or "", keys.notify, first_number, len(sse_events),
+            *(dump(event) for event in sse_events),
+            *item_args(with_ids(input_items)),
+        ]
+        with translated_errors():
+            code, value = await self._scripts.append(keys=keys.all(), args=args)
+        if code == _APPLIED:
+            return True
+        if code in (_DUPLICATE, _DELETED):
+            return False
+        if code == _GAP:
+            raise SeqGap(response_id, value, seq)
+        # A fold that numbered its SSE events differently from the stored ones: a bug.
+        raise StoreError(
+            f"response {response_id!r}: SSE events numbered from {first_number} do not "
+            f"follow the {value} stored"
+        )
+
+    async def get_response(self, response_id: str) -> StoredResponse | None:
+        fields = ["response", "status", "owner", "next_seq", "cancelled"]
+        with translated_errors():
+            values = await self._redis.hmget(ResponseKeys(response_id).meta, fields)
+        response, status, owner, next_seq, cancelled = values
+        if response is None:
+            return None
+        return StoredResponse(
+            response=json.loads(response),
+            status=status.decode(),
+            owner=owner.decode() if owner is not None else None,
+            next_seq=int(next_seq),
+            cancelled=cancelled is not None,
+        )
+
+    async def next_seq(self, response_id: str) -> int:
+        with translated_errors():
+            value = await self._redis.hget(ResponseKeys(response_id).meta, "next_seq")
+        return int(value) if value is not None else 0
+
+    async def sse_events(self, response_id: str, after: int = -1) -> list[JSONObject]:
+        with translated_errors():
+            values = await self._redis.lrange(ResponseKeys(response_id).sse, max(after + 1, 0), -1)
+        return [json.loads(value) for value in values]
+
+    async def raw_events(self, response_id: str, from_seq: int = 0) -> list[bytes]:
+        with translated_errors():
+            return list(await self._redis.lrange(ResponseKeys(response_id).events, max(from_seq, 0), -1))
+
+    async def follow_sse(
+        self, response_id: str, after: int = -1, *, idle_timeout_s: float | None = None
+    ) -> AsyncIterator[JSONObject]:
+        # Subscribe before the first read: an append between the read and the wait then
+        # still wakes the wait, so no event is left waiting for the next poll.
+        pubsub = self._redis.pubsub()
+        loop = asyncio.get_running_loop()
+        try:
+            with translated_errors():
+                await pubsub.subscribe(ResponseKeys(response_id).notify)
+            quiet_since = loop.time()
+            while True:
+                fresh = await self.sse_events(response_id, after)
+                for event in fresh:
+                    after = event["sequence_number"]
+                    yield event
+                    if event["type"] in TERMINAL_SSE_TYPES:
+                        return
+                now = loop.time()
+                if fresh:
+                    quiet_since = now
+                wait = FOLLOW_POLL_S
+                if idle_timeout_s is not None:
+                    left = quiet_since + idle_timeout_s - now
+                    if left <= 0:
+                        raise TimeoutError(
+                            f"no new events of response {response_id!r} for {idle_timeout_s}s"
+                        )
+                    wait = min(wait, left)
+                with translated_errors():
+                    await _next_notification(pubsub, wait)
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()
+
+    async def input_items(
+        self,
+        response_id: str,
+        *,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int = 20,
+        order: PageOrder = "desc",
+    ) -> ItemPage | None:
+        keys = ResponseKeys(response_id)
+        return await read_page(
+            self._scripts.page, [keys.meta, keys.input_order, keys.input_items], "next_seq",
+            after, before, limit, order,
+        )
+
+    async def delete_response(self, response_id: str) -> bool:
+        with translated_errors():
+            existed = await self._scripts.delete_response(
+                keys=ResponseKeys(response_id).all(), args=[self.ttl_s]
+            )
+        return bool(existed)
+
+    async def mark_cancelled(self, response_id: str) -> bool:
+        with translated_errors():
+            marked = await self._scripts.mark_cancelled(
+                keys=ResponseKeys(response_id).all(), args=[self.ttl_s]
+            )
+        return bool(marked)
+
+    async def is_cancelled(self, response_id: str) -> bool:
+        with translated_errors():
+            return bool(await self._redis.hexists(ResponseKeys(response_id).meta, "cancelled"))
+
+
+def _first_sequence_number(sse_events: Sequence[Mapping[str, Any]]) -> int:
+    """The first event's number, after checking the numbers rise by exactly 1."""
+    numbers = [event["sequence_number"] for event in sse_events]
+    if numbers and numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+        raise ValueError(f"SSE sequence numbers must rise by 1, got {numbers}")
+    return numbers[0] if numbers else 0
+
+
+async def _next_notification(pubsub: PubSub, timeout: float) -> None:
+    """Wait up to `timeout` for a notification, then drop any others already queued:
+    one re-read covers them all."""
+    if await pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout) is None:
+        return
+    while await pubsub.get_message(ignore_subscribe_messages=True, timeout=0) is not None:
+        pass
