@@ -10,9 +10,12 @@ from fastapi.responses import JSONResponse
 
 from api.admission import Admission
 from api.errors import APIError, install_error_handlers
-from api.routes import health, models, responses
+from api.routes import health, models, responses, stored_responses
 from api.settings import ApiSettings
 from journal import Journal, JournalUnavailable
+from store import StoreUnavailable
+from store.projector import Projector
+from store.redis_store import RedisStore
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
@@ -24,10 +27,20 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         app.state.settings = settings
         app.state.journal = journal
         app.state.admission = Admission(settings.max_inflight)
+        app.state.store = None
         journal.start()
+        projector = None
+        if settings.store_url:
+            app.state.store = RedisStore(settings.store_url, settings.store_ttl_s)
+            projector = Projector(journal, app.state.store)
+            projector.start()
         try:
             yield
         finally:
+            if projector is not None:
+                await projector.stop()
+            if app.state.store is not None:
+                await app.state.store.close()
             await journal.close()
 
     app = FastAPI(title="spate", version="0.1.0", lifespan=lifespan)
@@ -37,7 +50,13 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     async def _bus_unavailable(_: Request, error: JournalUnavailable) -> JSONResponse:
         return APIError(503, str(error), code="bus_unavailable").response()
 
+    @app.exception_handler(StoreUnavailable)
+    async def _store_unavailable(_: Request, error: StoreUnavailable) -> JSONResponse:
+        message = f"The response store is unavailable: {error}"
+        return APIError(503, message, code="store_unavailable").response()
+
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(responses.router)
+    app.include_router(stored_responses.router)
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -28,12 +30,33 @@ def require_api_key(request: Request) -> None:
     keys = request.app.state.settings.api_key_set
     if not keys:
         return
+    if _presented_key(request) is None:
+        raise APIError(401, "Invalid or missing API key.", code="invalid_api_key")
+
+
+def _presented_key(request: Request) -> str | None:
+    """The request's bearer key when it is one of the configured keys; compared in
+    constant time, so a probe learns nothing from how long a wrong key takes."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or token.strip() not in keys:
-        raise APIError(401, "Invalid or missing API key.", code="invalid_api_key")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    found = None
+    for key in request.app.state.settings.api_key_set:
+        if hmac.compare_digest(key.encode(), token.encode()):
+            found = key
+    return found
+
+
+def get_owner(request: Request) -> str | None:
+    """Who stored responses and conversations belong to: a digest of the API key (the
+    key itself is never stored), or None when keys are off."""
+    key = _presented_key(request)
+    return None if key is None else hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 SettingsDep = Annotated[ApiSettings, Depends(get_settings)]
 JournalDep = Annotated[Journal, Depends(get_journal)]
+OwnerDep = Annotated[str | None, Depends(get_owner)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]

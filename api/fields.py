@@ -37,9 +37,10 @@ FIELDS: dict[str, tuple[Treatment, str]] = {
     "metadata": (Treatment.ECHOED, "at most 16 string pairs"),
     "user": (Treatment.ECHOED, ""),
     "text": (Treatment.HONORED, "format text, json_object or json_schema: the answer (after any reasoning) is constrained to it; verbosity is a no-op; echoed"),
-    "store": (Treatment.HONORED, "the store is not enabled: the request runs unstored"),
-    "background": (Treatment.NEEDS_STORE, f"needs the store ({STORE_ENV})"),
-    "previous_response_id": (Treatment.NEEDS_STORE, f"needs the store ({STORE_ENV})"),
+    "store": (Treatment.HONORED, f"with the store on ({STORE_ENV}) true by default and kept for GET; with it off the request runs unstored"),
+    "background": (Treatment.NEEDS_STORE, f"true answers at once with status queued; needs the store ({STORE_ENV}) and store not false"),
+    "previous_response_id": (Treatment.NEEDS_STORE, f"the chain's input and output items come first; needs the store ({STORE_ENV})"),
+    "conversation": (Treatment.NEEDS_STORE, f"the conversation's items come first, and this response's are added to it; needs the store ({STORE_ENV})"),
 }
 
 FIELDS.update({
@@ -81,7 +82,7 @@ FIELDS.update({
 
 # Fields a text-only server without prompt templates cannot honor.
 for _name in ("prompt", "previous_input_messages", "media_io_kwargs", "mm_processor_kwargs",
-              "watermarking", "conversation", "context_management", "stream_options"):
+              "watermarking", "context_management", "stream_options"):
     FIELDS[_name] = (Treatment.REJECTED, "not supported: text-only server without prompt templates")
 
 
@@ -90,6 +91,9 @@ def rejection_message(name: str) -> str | None:
     treatment, note = FIELDS[name]
     if treatment is Treatment.REJECTED:
         return f"'{name}' is {note}."
-    if treatment is Treatment.NEEDS_STORE:
-        return f"'{name}' needs the response store; set {STORE_ENV} to enable it."
     return None
+
+
+def store_field_message(name: str) -> str:
+    """The 400 message for a stateful field sent while the store is off."""
+    return f"'{name}' needs the response store; set {STORE_ENV} to enable it."

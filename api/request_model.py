@@ -36,6 +36,10 @@ class PromptCacheOptions(StrictModel):
     comparison_response_id: str | None = None
 
 
+class ConversationRef(StrictModel):
+    id: str = Field(min_length=1)
+
+
 INCLUDABLE = ("message.output_text.logprobs", "reasoning.encrypted_content")
 
 
@@ -89,6 +93,10 @@ class ResponsesRequest(StrictModel):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     structured_outputs: StructuredOutputs | None = None
+    # Stateful fields: honored with the response store on (api/routes/responses.py).
+    background: bool | None = None
+    previous_response_id: str | None = Field(default=None, min_length=1)
+    conversation: str | ConversationRef | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -132,3 +132,18 @@ class RequestAccepted(Event):
     parallel_tool_calls: bool = True
     answer_constraint: AnswerConstraint | None = None
     echo: dict[str, Any] = Field(default_factory=dict)
+    # The response store (when enabled): whether to keep this response, for whom (a
+    # digest of the API key), and the items it was given in the Responses item shapes,
+    # with ids: earlier turns (a previous response's or a conversation's) first, this
+    # request's own input from `new_input_from` on.
+    store: bool = False
+    owner: str | None = None
+    input_items: tuple[dict[str, Any], ...] = ()
+    new_input_from: int = Field(default=0, ge=0)
+    # The conversation the response's input and output items are added to when it ends.
+    conversation_id: str | None = None
+    background: bool = False
+
+    @property
+    def new_input_items(self) -> tuple[dict[str, Any], ...]:
+        return self.input_items[self.new_input_from:]

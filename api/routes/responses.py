@@ -12,13 +12,16 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.admission import Admission
 from api.body import read_request
-from api.deps import AdmissionDep, JournalDep, SettingsDep, require_api_key
+from api.context import Context, context_of, stored_request, with_context
+from api.deps import AdmissionDep, JournalDep, OwnerDep, SettingsDep, require_api_key
 from api.errors import APIError
 from api.normalize import accept
 from api.request_model import ResponsesRequest
+from api.store_access import require_store_for_field, store_or_none
 from events import GenerationFailed, ModelCard, ResponseFold
 from events.ids import new_response_id
 from journal import Journal, JournalUnavailable, LogFollower
+from store import Store
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
@@ -36,24 +39,51 @@ ERROR_STATUS = {
 
 @router.post("/v1/responses")
 async def create_response(
-    request: Request, journal: JournalDep, settings: SettingsDep, admission: AdmissionDep
+    request: Request, journal: JournalDep, settings: SettingsDep, admission: AdmissionDep,
+    owner: OwnerDep,
 ) -> Any:
     body = await read_request(request, settings.max_body_bytes)
+    store = stateful_store(request, body)
+    context = await context_of(store, body, owner) if store is not None else Context()
     card = await check_model(journal, body)
+    response_id = await response_id_for(journal, body)
+    event = accept(with_context(body, context), response_id, card.default_sampling)
+    if store is not None:
+        event = stored_request(event, body, context, owner)
+    if body.background and not body.stream:
+        # Nobody follows it: the work runs with no client attached.
+        await journal.publish_request(event)
+        return JSONResponse(ResponseFold().apply(event)[0]["response"])
     admission.admit()
     try:
-        event = accept(body, await response_id_for(journal, body), card.default_sampling)
         events = await journal.follow(event.response_id)
         await journal.publish_request(event)
     except BaseException:
         admission.release()
         raise
+    cancel_on_disconnect = not body.background
     if body.stream:
         return EventSourceResponse(
-            sse_stream(events, journal, admission, event.response_id),
+            sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect),
             ping=int(settings.sse_ping_s),
         )
     return await json_reply(request, events, journal, admission, event.response_id)
+
+
+def stateful_store(request: Request, body: ResponsesRequest) -> Store | None:
+    """The store this request uses, or None; a 400 for a stateful field it cannot have."""
+    store = store_or_none(request)
+    wanted = [name for name, value in (
+        ("background", body.background), ("previous_response_id", body.previous_response_id),
+        ("conversation", body.conversation)) if value]
+    if store is None:
+        for name in wanted:
+            require_store_for_field(request, name)
+        return None
+    if body.background and body.store is False:
+        raise APIError(400, "'background' needs 'store' to be true: a background response "
+                       "is read back from the store.", param="background", code="invalid_value")
+    return store
 
 
 async def response_id_for(journal: Journal, body: ResponsesRequest) -> str:
@@ -121,7 +151,8 @@ def local_failure(state: ResponseFold, code: str, message: str) -> GenerationFai
 
 
 async def sse_stream(
-    events: LogFollower, journal: Journal, admission: Admission, response_id: str
+    events: LogFollower, journal: Journal, admission: Admission, response_id: str,
+    cancel_on_disconnect: bool = True,
 ) -> AsyncIterator[ServerSentEvent]:
     state = ResponseFold()
     try:
@@ -135,7 +166,7 @@ async def sse_stream(
     finally:
         admission.release()
         await events.close()
-        if not state.done:
+        if not state.done and cancel_on_disconnect:
             journal.cancel_soon(response_id, "client_disconnected")
 
 

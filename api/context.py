@@ -1,0 +1,99 @@
+"""Earlier turns a request builds on: `previous_response_id` (the chain's input and
+output items) or `conversation` (the conversation's items), read from the store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.errors import APIError
+from api.input_items import MessageItem
+from api.request_model import ResponsesRequest
+from api.store_access import response_not_found
+from api.stored_items import as_input, input_item_dicts
+from events import RequestAccepted
+from store import ItemPage, Store
+
+PAGE = 100
+
+
+@dataclass(slots=True)
+class Context:
+    items: list[dict[str, Any]] = field(default_factory=list)
+    conversation_id: str | None = None
+
+
+def conversation_id_of(request: ResponsesRequest) -> str | None:
+    conversation = request.conversation
+    if conversation is None or isinstance(conversation, str):
+        return conversation
+    return conversation.id
+
+
+async def context_of(store: Store, request: ResponsesRequest, owner: str | None) -> Context:
+    conversation_id = conversation_id_of(request)
+    if request.previous_response_id is not None and conversation_id is not None:
+        raise APIError(400, "Use either 'previous_response_id' or 'conversation', not both.",
+                       param="conversation", code="invalid_value")
+    if request.previous_response_id is not None:
+        return Context(await _chain_items(store, request.previous_response_id, owner))
+    if conversation_id is not None:
+        stored = await store.get_conversation(conversation_id)
+        if stored is None or stored.owner != owner:
+            raise APIError(404, f"Conversation with id '{conversation_id}' not found.",
+                           param="conversation", code="not_found")
+        items = await _all_items(lambda after: store.conversation_items(
+            conversation_id, after=after, limit=PAGE, order="asc"))
+        return Context(items, conversation_id)
+    return Context()
+
+
+async def _chain_items(store: Store, response_id: str, owner: str | None) -> list[dict[str, Any]]:
+    stored = await store.get_response(response_id)
+    if stored is None or stored.owner != owner:
+        raise response_not_found(response_id, param="previous_response_id")
+    given = await _all_items(lambda after: store.input_items(
+        response_id, after=after, limit=PAGE, order="asc"))
+    return [*given, *stored.response.get("output", [])]
+
+
+async def _all_items(read: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    after = None
+    while True:
+        page: ItemPage | None = await read(after)
+        if page is None:
+            return items
+        items.extend(page.data)
+        if not page.has_more or not page.data:
+            return items
+        after = page.last_id
+
+
+def with_context(request: ResponsesRequest, context: Context) -> ResponsesRequest:
+    """The request with the earlier turns before its own input."""
+    if not context.items:
+        return request
+    own = request.input if isinstance(request.input, list) else [
+        MessageItem(role="user", content=request.input)]
+    return request.model_copy(update={"input": [*as_input(context.items), *own]})
+
+
+def stored_request(
+    event: RequestAccepted, request: ResponsesRequest, context: Context, owner: str | None
+) -> RequestAccepted:
+    """The request event as the store projects it (store on)."""
+    keep = request.store is not False
+    echo = {**event.echo, "store": keep, "background": bool(request.background)}
+    if request.previous_response_id is not None:
+        echo["previous_response_id"] = request.previous_response_id
+    if context.conversation_id is not None:
+        echo["conversation"] = {"id": context.conversation_id}
+    own = input_item_dicts(request) if keep else []
+    return event.model_copy(update={
+        "store": keep, "owner": owner, "echo": echo,
+        "input_items": tuple([*context.items, *own]) if keep else (),
+        "new_input_from": len(context.items) if keep else 0,
+        "conversation_id": context.conversation_id,
+        "background": bool(request.background),
+    })

@@ -1,0 +1,132 @@
+"""Stored responses (store on): retrieve, resume a stream from any replica, delete,
+cancel and list input items. With the store off every id is a 404 that says why."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from api.deps import JournalDep, OwnerDep, SettingsDep, require_api_key
+from api.errors import APIError
+from api.request_model import INCLUDABLE
+from api.store_access import require_store_for_id, response_not_found
+from store import Store, StoredResponse
+
+router = APIRouter(dependencies=[Depends(require_api_key)])
+
+TERMINAL = ("completed", "incomplete", "failed", "cancelled")
+# How long a cancel waits for the worker to write the cancelled end of the log.
+CANCEL_WAIT_S = 5.0
+# A resumed stream with nothing new for this long ends (keep-alive pings run meanwhile).
+FOLLOW_IDLE_S = 600.0
+
+
+async def stored(store: Store, response_id: str, owner: str | None) -> StoredResponse:
+    found = await store.get_response(response_id)
+    if found is None or found.owner != owner:
+        raise response_not_found(response_id)
+    return found
+
+
+def shown(found: StoredResponse) -> dict[str, Any]:
+    """The Response as the client sees it: a cancel mark wins over a late status."""
+    if found.cancelled and found.status not in TERMINAL:
+        return {**found.response, "status": "cancelled"}
+    return found.response
+
+
+@router.get("/v1/responses/{response_id}")
+async def retrieve(
+    request: Request, response_id: str, owner: OwnerDep, settings: SettingsDep,
+    stream: bool = False,
+    starting_after: int | None = Query(default=None, ge=-1),
+    include: Annotated[list[str] | None, Query(alias="include[]")] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> Any:
+    store = require_store_for_id(request, response_id)
+    for entry in include or []:
+        if entry not in INCLUDABLE:
+            raise APIError(400, f"'{entry}' cannot be included; supported: {', '.join(INCLUDABLE)}",
+                           param="include", code="invalid_value")
+    found = await stored(store, response_id, owner)
+    if not stream:
+        return JSONResponse(shown(found))
+    after = starting_after
+    if after is None and last_event_id is not None and last_event_id.strip().lstrip("-").isdigit():
+        after = int(last_event_id)
+    return EventSourceResponse(
+        replay(store, response_id, -1 if after is None else after),
+        ping=int(settings.sse_ping_s),
+    )
+
+
+async def replay(store: Store, response_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
+    """The stored events after `after`, then the live ones until the terminal event. Any
+    replica can serve it: the projection is shared."""
+    try:
+        async for sse in store.follow_sse(response_id, after, idle_timeout_s=FOLLOW_IDLE_S):
+            yield ServerSentEvent(data=json.dumps(sse, separators=(",", ":")),
+                                  event=sse["type"], id=str(sse["sequence_number"]))
+    except TimeoutError:
+        return
+
+
+@router.delete("/v1/responses/{response_id}")
+async def delete(
+    request: Request, response_id: str, owner: OwnerDep, journal: JournalDep
+) -> dict[str, Any]:
+    store = require_store_for_id(request, response_id)
+    found = await stored(store, response_id, owner)
+    if found.status not in TERMINAL:
+        await store.mark_cancelled(response_id)
+        await journal.cancel(response_id, "requested")
+    await store.delete_response(response_id)
+    return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+
+@router.post("/v1/responses/{response_id}/cancel")
+async def cancel(
+    request: Request, response_id: str, owner: OwnerDep, journal: JournalDep
+) -> JSONResponse:
+    store = require_store_for_id(request, response_id)
+    found = await stored(store, response_id, owner)
+    if found.status in TERMINAL:
+        if found.status == "cancelled" or found.cancelled:
+            return JSONResponse(shown(found))  # cancelling twice changes nothing
+        raise APIError(400, "Cannot cancel a synchronous response.", param="response_id",
+                       code="invalid_value")
+    await store.mark_cancelled(response_id)
+    await journal.cancel(response_id, "requested")
+    deadline = asyncio.get_running_loop().time() + CANCEL_WAIT_S
+    while found.status not in TERMINAL and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+        found = await stored(store, response_id, owner)
+    return JSONResponse(shown(found))
+
+
+@router.get("/v1/responses/{response_id}/input_items")
+async def input_items(
+    request: Request, response_id: str, owner: OwnerDep,
+    after: str | None = None, before: str | None = None,
+    limit: int = Query(default=20, ge=1, le=100),
+    order: Literal["asc", "desc"] = "desc",
+    include: Annotated[list[str] | None, Query(alias="include[]")] = None,
+) -> dict[str, Any]:
+    store = require_store_for_id(request, response_id)
+    await stored(store, response_id, owner)
+    try:
+        page = await store.input_items(response_id, after=after, before=before, limit=limit,
+                                       order=order)
+    except KeyError:
+        cursor, param = (after, "after") if after is not None else (before, "before")
+        raise APIError(400, f"No input item with id '{cursor}' in this response.",
+                       param=param, code="invalid_value") from None
+    if page is None:
+        raise response_not_found(response_id)
+    return page.list_object()

@@ -1,0 +1,36 @@
+"""The store as the routes see it: present when SPATE_STORE_URL is set, and the answers a
+client gets when it is not (404 for stored ids, 400 for fields that need it)."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from api.errors import APIError
+from api.fields import STORE_ENV, store_field_message
+from store import Store
+
+
+def store_or_none(request: Request) -> Store | None:
+    return getattr(request.app.state, "store", None)
+
+
+def response_not_found(response_id: str, param: str = "response_id", store_off: bool = False) -> APIError:
+    """OpenAI's answer for an id it does not know; with the store off, it says why."""
+    message = f"Response with id '{response_id}' not found."
+    if store_off:
+        message += f" Responses are not stored: set {STORE_ENV} to enable the response store."
+    return APIError(404, message, param=param, code="not_found")
+
+
+def require_store_for_id(request: Request, response_id: str) -> Store:
+    store = store_or_none(request)
+    if store is None:
+        raise response_not_found(response_id, store_off=True)
+    return store
+
+
+def require_store_for_field(request: Request, field: str) -> Store:
+    store = store_or_none(request)
+    if store is None:
+        raise APIError(400, store_field_message(field), param=field, code="invalid_value")
+    return store

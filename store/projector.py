@@ -1,0 +1,164 @@
+"""The projection: every response's event log folded into the store, by a durable
+JetStream consumer that any number of API replicas (or `spate store`) share.
+
+Each event is folded with the same fold the live stream uses and appended by
+`(response_id, seq)`, so a redelivery, a replay or two projectors never double-write. A
+projector keeps the fold of the responses it is projecting; when an event arrives that
+does not follow on from its fold (another projector took the ones before, or it just
+started), it rebuilds the fold from the store, and fills from the log whatever the store
+lacks. Responses whose request said `store: false` are never written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from typing import Any
+
+from events import RequestAccepted, ResponseFold, decode, encode
+from events.codec import EventDecodeError
+from events.fold import TERMINAL_SSE_TYPES
+from journal import Delivery, DurableConsumer, Journal, JournalUnavailable
+from store.base import Store
+from store.errors import SeqGap, StoreUnavailable
+
+log = logging.getLogger("spate.store.projector")
+
+DURABLE_NAME = "spate-store"
+# Folds and "not stored" verdicts kept in memory; older ones are rebuilt when needed.
+CACHED_RESPONSES = 4096
+FETCH_BATCH = 256
+
+
+class Projector:
+    def __init__(self, journal: Journal, store: Store) -> None:
+        self._journal = journal
+        self._store = store
+        self._folds: OrderedDict[str, ResponseFold] = OrderedDict()
+        self._unstored: OrderedDict[str, None] = OrderedDict()
+        self._task: asyncio.Task[None] | None = None
+        self._feed: DurableConsumer | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._feed is not None:
+            await self._feed.close()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._journal.wait_connected()
+                if self._feed is None:
+                    self._feed = await self._journal.event_feed(DURABLE_NAME)
+                for delivery in await self._feed.fetch(FETCH_BATCH, timeout=1.0):
+                    await self._project(delivery)
+            except (StoreUnavailable, JournalUnavailable) as error:
+                # Unacked events come back after the ack wait: nothing is lost.
+                log.warning("projection paused: %s", error)
+                await asyncio.sleep(1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("projection step failed")
+                await asyncio.sleep(1.0)
+
+    async def _project(self, delivery: Delivery) -> None:
+        try:
+            event = decode(delivery.data)
+        except EventDecodeError as error:
+            log.error("dropping an undecodable event: %s", error)
+            await delivery.term()
+            return
+        try:
+            await self.apply(event, delivery.data)
+        except StoreUnavailable:
+            with contextlib.suppress(Exception):
+                await delivery.nak(delay=1.0)
+            raise
+        await delivery.ack()
+
+    async def apply(self, event: Any, raw: bytes) -> None:
+        """Project one event (any order, any number of times)."""
+        response_id = event.response_id
+        if response_id in self._unstored:
+            return
+        fold = self._folds.get(response_id)
+        if fold is None or fold.last_seq != event.seq - 1:
+            fold = await self._catch_up(response_id, event.seq)
+            if fold is None:
+                return
+        if event.seq <= fold.last_seq:
+            return
+        await self._append(fold, event, raw)
+
+    async def _append(self, fold: ResponseFold, event: Any, raw: bytes) -> None:
+        response_id = event.response_id
+        if isinstance(event, RequestAccepted) and not event.store:
+            self._remember_unstored(response_id)
+            return
+        produced = fold.apply(event)
+        first = isinstance(event, RequestAccepted)
+        try:
+            applied = await self._store.append(
+                response_id, event.seq, raw_event=raw, sse_events=produced,
+                status=fold.status or "queued", response=fold.response(),
+                owner=event.owner if first else None,
+                input_items=event.input_items if first else (),
+            )
+        except SeqGap:
+            self._folds.pop(response_id, None)  # rebuilt from the store next time
+            raise
+        if not applied:  # another projector was first, or the response was deleted
+            self._folds.pop(response_id, None)
+            return
+        self._remember(response_id, fold)
+        if fold.done:
+            self._folds.pop(response_id, None)
+            if any(sse["type"] in TERMINAL_SSE_TYPES for sse in produced):
+                await self._extend_conversation(fold)
+
+    async def _catch_up(self, response_id: str, seq: int) -> ResponseFold | None:
+        """The fold of the events before `seq`, or None when there is nothing to do."""
+        next_seq = await self._store.next_seq(response_id)
+        if seq < next_seq:
+            return None  # applied already
+        fold = ResponseFold()
+        for raw in await self._store.raw_events(response_id):
+            fold.apply(decode(raw))
+        if next_seq == seq:
+            return fold
+        # The store lacks events before this one: the log has them.
+        for missing in (await self._journal.read_log(response_id))[next_seq:seq]:
+            if isinstance(missing, RequestAccepted) and not missing.store:
+                self._remember_unstored(response_id)
+                return None
+            await self._append(fold, missing, encode(missing))
+        return fold if fold.last_seq == seq - 1 else None
+
+    async def _extend_conversation(self, fold: ResponseFold) -> None:
+        """A response in a conversation adds its input and output items to it."""
+        request = fold.request
+        if request is None or request.conversation_id is None:
+            return
+        items = [*request.new_input_items, *fold.response()["output"]]
+        await self._store.add_conversation_items(request.conversation_id, items)
+
+    def _remember(self, response_id: str, fold: ResponseFold) -> None:
+        self._folds[response_id] = fold
+        self._folds.move_to_end(response_id)
+        while len(self._folds) > CACHED_RESPONSES:
+            self._folds.popitem(last=False)
+
+    def _remember_unstored(self, response_id: str) -> None:
+        self._unstored[response_id] = None
+        while len(self._unstored) > CACHED_RESPONSES:
+            self._unstored.popitem(last=False)
+
