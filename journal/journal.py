@@ -18,7 +18,13 @@ from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.registry import Registry
 from journal.settings import JournalSettings
 from journal.topology import projection_consumer_config, request_consumer_config
-from journal.writer import CancelReason, ResponseWriter, publish_cancel, publish_request
+from journal.writer import (
+    CancelReason,
+    ResponseWriter,
+    publish_cancel,
+    publish_event,
+    publish_request,
+)
 
 log = logging.getLogger("spate.journal")
 
@@ -59,6 +65,14 @@ class Journal:
             await publish_request(js, event, self.settings.nats_timeout_s)
         except Exception as error:
             raise JournalUnavailable(f"Could not publish the request: {error}") from error
+
+    async def write(self, event: Any) -> None:
+        """Append one event to its response's log (deduplicated by its seq)."""
+        js = self.connection.require()
+        try:
+            await publish_event(js, event)
+        except Exception as error:
+            raise JournalUnavailable(f"Could not write to the event log: {error}") from error
 
     async def follow(self, response_id: str) -> LogFollower:
         """Start receiving the response's events; call before publishing its request."""

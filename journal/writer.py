@@ -41,6 +41,14 @@ async def publish_request(js: Any, event: RequestAccepted, timeout: float) -> No
     await asyncio.wait_for(asyncio.gather(*acks), timeout)
 
 
+async def publish_event(js: Any, event: Any) -> None:
+    """One event of a response's log, written by someone other than its worker."""
+    await js.publish(
+        events_subject(event.response_id), encode(event),
+        headers={"Nats-Msg-Id": event_msg_id(event.response_id, event.seq)},
+    )
+
+
 async def publish_cancel(js: Any, response_id: str, reason: CancelReason) -> None:
     event = CancelRequested(response_id=response_id, seq=0, reason=reason)
     await js.publish(

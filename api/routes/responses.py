@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -117,19 +118,16 @@ async def fold_events(
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """Yield each batch of SSE events the fold produces, until the response is done.
 
-    A lost bus, or a queued request whose model lost its last worker, becomes a local
+    A lost bus, or a request whose model lost its last worker, becomes a
     generation.failed, so clients see `error` and `response.failed`, never a hang.
     """
     while not state.done:
         try:
             event = await events.next(timeout=idle)
-            if event is None and state.status == "queued" and state.request is not None:
-                if not await journal.registry.is_live(state.request.model):
-                    journal.cancel_soon(state.request.response_id, "requested")
-                    yield state.apply(local_failure(
-                        state, "model_unavailable",
-                        f"No worker is serving the model '{state.request.model}' any more.",
-                    ))
+            if event is None and state.request is not None:
+                failure = await orphaned(state, journal)
+                if failure is not None:
+                    yield state.apply(failure)
                     return
         except JournalUnavailable as error:
             yield state.apply(local_failure(state, "bus_unavailable", str(error)))
@@ -140,6 +138,31 @@ async def fold_events(
         produced = state.apply(event)
         if produced:
             yield produced
+
+
+async def orphaned(state: ResponseFold, journal: Journal) -> GenerationFailed | None:
+    """The failure of a quiet response that no worker can finish any more, or None.
+
+    Queued, it fails as `model_unavailable` here only. Started, its worker died with no
+    other to continue it: the failure (`worker_lost`) is written to the log, so the
+    store and every replica following it see the same end.
+    """
+    request = state.request
+    if request is None or await journal.registry.is_live(request.model):
+        return None
+    journal.cancel_soon(request.response_id, "requested")
+    if state.status == "queued":
+        return local_failure(
+            state, "model_unavailable",
+            f"No worker is serving the model '{request.model}' any more.",
+        )
+    failure = local_failure(
+        state, "worker_lost",
+        f"Every worker serving '{request.model}' stopped before the response ended.",
+    )
+    with contextlib.suppress(JournalUnavailable):
+        await journal.write(failure)
+    return failure
 
 
 def local_failure(state: ResponseFold, code: str, message: str) -> GenerationFailed:
