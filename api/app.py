@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api.admission import Admission
 from api.errors import APIError, install_error_handlers
-from api.routes import health, models, responses, stored_responses
+from api.routes import conversations, health, models, responses, stored_responses
 from api.settings import ApiSettings
 from journal import Journal, JournalUnavailable
 from store import StoreUnavailable
@@ -59,4 +59,5 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(responses.router)
     app.include_router(stored_responses.router)
+    app.include_router(conversations.router)
     return app
