@@ -188,6 +188,10 @@ def test_responses_in_a_conversation_grow_it(base_url: str) -> None:
     items = wait_items(client, conv.id, 5)
     assert [item.role for item in items] == ["system", "user", "assistant", "user", "assistant"]
     assert items[3].content[0].text == "What is my name?"
+    alone = client.responses.input_tokens.count(model=DEFAULT_MODEL, input="Bye.")
+    within = client.responses.input_tokens.count(model=DEFAULT_MODEL, input="Bye.",
+                                                 conversation=conv.id)
+    assert within.input_tokens > alone.input_tokens
     given = client.responses.input_items.list(second.id)  # newest first
     assert given.data[0].content[0].text == "What is my name?"
     with pytest.raises(NotFoundError) as missing:
