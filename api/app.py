@@ -10,7 +10,14 @@ from fastapi.responses import JSONResponse
 
 from api.admission import Admission
 from api.errors import APIError, install_error_handlers
-from api.routes import health, models, responses, stored_responses
+from api.routes import (
+    conversations,
+    health,
+    input_tokens,
+    models,
+    responses,
+    stored_responses,
+)
 from api.settings import ApiSettings
 from journal import Journal, JournalUnavailable
 from store import StoreUnavailable
@@ -58,5 +65,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(responses.router)
+    app.include_router(input_tokens.router)
     app.include_router(stored_responses.router)
+    app.include_router(conversations.router)
     return app

@@ -9,7 +9,7 @@ from typing import Any
 from api.errors import APIError
 from api.input_items import MessageItem
 from api.request_model import ResponsesRequest
-from api.store_access import response_not_found
+from api.store_access import conversation_not_found, response_not_found
 from api.stored_items import as_input, input_item_dicts
 from events import RequestAccepted
 from store import ItemPage, Store
@@ -40,8 +40,7 @@ async def context_of(store: Store, request: ResponsesRequest, owner: str | None)
     if conversation_id is not None:
         stored = await store.get_conversation(conversation_id)
         if stored is None or stored.owner != owner:
-            raise APIError(404, f"Conversation with id '{conversation_id}' not found.",
-                           param="conversation", code="not_found")
+            raise conversation_not_found(conversation_id, param="conversation")
         items = await _all_items(lambda after: store.conversation_items(
             conversation_id, after=after, limit=PAGE, order="asc"))
         return Context(items, conversation_id)

@@ -55,11 +55,12 @@ class APIError(Exception):
 
 
 def param_path(loc: tuple[Any, ...]) -> str:
-    """('input', 0, 'content') -> 'input[0].content', as OpenAI names nested params."""
+    """('body', 'input', 0, 'content') -> 'input[0].content', as OpenAI names params."""
     path = ""
+    # FastAPI starts a location with where the value came from; OpenAI leaves it out.
+    if loc and loc[0] in ("body", "query", "path", "header"):
+        loc = loc[1:]
     for part in loc:
-        if part == "body":
-            continue
         if isinstance(part, int):
             path += f"[{part}]"
         elif _is_union_tag(str(part)):

@@ -119,15 +119,16 @@ InputItem = Annotated[
 ]
 
 
-def refuse_unknown_item_types(items: Any) -> None:
-    """A clear 400 on `input[i].type` for item kinds spate does not take (images, files,
-    item references, built-in tool calls...), before the union reports a vaguer error."""
+def refuse_unknown_item_types(items: Any, field: str = "input") -> None:
+    """A clear 400 on `input[i].type` (or `<field>[i].type`) for item kinds spate does not
+    take (images, files, item references, built-in tool calls...), before the union
+    reports a vaguer error."""
     if not isinstance(items, list):
         return
     for index, item in enumerate(items):
         if isinstance(item, dict) and item.get("type", "message") not in ITEM_TAGS:
             raise FieldRejected(
-                f"input[{index}].type",
+                f"{field}[{index}].type",
                 f"Input items of type '{item.get('type')}' are not supported; spate takes "
                 f"{', '.join(ITEM_TAGS)} items.",
             )

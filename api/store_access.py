@@ -22,6 +22,27 @@ def response_not_found(response_id: str, param: str = "response_id", store_off: 
     return APIError(404, message, param=param, code="not_found")
 
 
+def conversation_not_found(
+    conversation_id: str, param: str = "conversation_id", store_off: bool = False
+) -> APIError:
+    message = f"Conversation with id '{conversation_id}' not found."
+    if store_off:
+        message += f" Conversations are not stored: set {STORE_ENV} to enable the response store."
+    return APIError(404, message, param=param, code="not_found")
+
+
+def require_store_for_conversation(request: Request, conversation_id: str | None) -> Store:
+    """The store, or the 404 a conversation route answers with it off (creating one
+    too: there is nowhere to keep it)."""
+    store = store_or_none(request)
+    if store is None:
+        if conversation_id is None:
+            raise APIError(404, f"Conversations are not stored: set {STORE_ENV} to enable "
+                           "the response store.", code="not_found")
+        raise conversation_not_found(conversation_id, store_off=True)
+    return store
+
+
 def require_store_for_id(request: Request, response_id: str) -> Store:
     store = store_or_none(request)
     if store is None:

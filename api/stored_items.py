@@ -29,7 +29,12 @@ def input_item_dicts(request: ResponsesRequest) -> list[dict[str, Any]]:
     a list of parts, every item with an id and a status."""
     if isinstance(request.input, str):
         return [_message("user", [{"type": "input_text", "text": request.input}], None)]
-    return [_item_dict(item) for item in request.input]
+    return item_dicts(request.input)
+
+
+def item_dicts(items: list[Any]) -> list[dict[str, Any]]:
+    """Validated input items (`InputItem`s) as stored item objects, ids filled in."""
+    return [_item_dict(item) for item in items]
 
 
 def _item_dict(item: Any) -> dict[str, Any]:

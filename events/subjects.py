@@ -14,6 +14,8 @@ REQUESTS_SUBJECT_PREFIX = "spate.requests"
 EVENTS_STREAM = "SPATE_EVENTS"
 EVENTS_SUBJECT_PREFIX = "spate.events"
 CANCELS_SUBJECT_PREFIX = "spate.cancels"
+# Request-reply, not a stream: "how many input tokens would this request be?"
+COUNTS_SUBJECT_PREFIX = "spate.counts"
 
 # Served models (name, context length, reasoning markers), one key per model; no TTL.
 MODELS_BUCKET = "spate_models"
@@ -40,6 +42,15 @@ def events_subject(response_id: str) -> str:
 
 def cancel_subject(response_id: str) -> str:
     return f"{CANCELS_SUBJECT_PREFIX}.{subject_token(response_id)}"
+
+
+def count_subject(model: str) -> str:
+    return f"{COUNTS_SUBJECT_PREFIX}.{subject_token(model)}"
+
+
+def counters_queue(model: str) -> str:
+    """The queue group of `model`'s workers on its count subject: one answers each."""
+    return f"spate-counters-{subject_token(model)}"
 
 
 def worker_consumer(model: str) -> str:

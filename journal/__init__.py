@@ -3,18 +3,20 @@
 It owns the connection (connect with retry, reconnect, re-declaring what a restarted
 server lost), the streams, consumers and buckets, publishing a response's events with
 message ids, following a response's log with gap repair, reading a stored log, the model
-registry and liveness, the workers' request queue, and cancels. `api/`, `workers/` and
-`store/` call it; none of them imports the NATS client. It imports no torch.
+registry and liveness, the workers' request queue, cancels, and input token counts.
+`api/`, `workers/` and `store/` call it; none of them imports the NATS client. It imports
+no torch.
 """
 
 from journal.durable_consumer import Delivery, DurableConsumer
-from journal.errors import JournalUnavailable, PublishFailed
+from journal.errors import CountRefused, JournalUnavailable, PublishFailed
 from journal.follower import LogFollower
 from journal.journal import Journal
 from journal.settings import JournalSettings
 from journal.writer import ResponseWriter
 
 __all__ = [
+    "CountRefused",
     "Delivery",
     "DurableConsumer",
     "Journal",

@@ -9,3 +9,14 @@ class JournalUnavailable(Exception):
 
 class PublishFailed(Exception):
     """An event could not be persisted; the request must go back to the queue."""
+
+
+class CountRefused(Exception):
+    """A worker could not count a request's input tokens; `code` and `param` say why, as
+    a failed response would."""
+
+    def __init__(self, code: str, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.param = param

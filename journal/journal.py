@@ -17,6 +17,7 @@ from journal.follower import LogFollower
 from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.registry import Registry
 from journal.settings import JournalSettings
+from journal.token_counts import CountHandler, request_count, serve_counts
 from journal.topology import projection_consumer_config, request_consumer_config
 from journal.writer import (
     CancelReason,
@@ -126,6 +127,19 @@ class Journal:
             f"{CANCELS_SUBJECT_PREFIX}.>", cb=on_message
         )
         return Subscription(subscription)
+
+    # -- input token counts --------------------------------------------------------------
+
+    async def count_input_tokens(self, event: RequestAccepted) -> int:
+        """How many input tokens `event` would have, counted by a worker of its model;
+        raises `CountRefused` when none can."""
+        self.connection.require()
+        return await request_count(self.connection.nc, event)
+
+    async def serve_counts(self, model: str, handler: CountHandler) -> Subscription:
+        """Answer `model`'s count requests with `handler(request)`, as one of its workers."""
+        self.connection.require()
+        return Subscription(await serve_counts(self.connection.nc, model, handler))
 
     # -- durable consumers ---------------------------------------------------------------
 

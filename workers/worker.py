@@ -18,7 +18,7 @@ from events import (
     Usage,
     decode,
 )
-from journal import Delivery, DurableConsumer, Journal, ResponseWriter
+from journal import CountRefused, Delivery, DurableConsumer, Journal, ResponseWriter
 from workers.engine_loop import EngineLoop
 from workers.recovery import PriorProgress, progress_of
 from workers.served_model import InvalidRequest, ServedModel
@@ -85,6 +85,7 @@ class Worker:
             card.name, self.settings.ack_wait_s, self.settings.max_deliver
         )
         cancels = await self._journal.subscribe_cancels(self._on_cancel)
+        counts = await self._journal.serve_counts(card.name, self._count_input_tokens)
         background = [
             asyncio.create_task(self._publish_outputs()),
             asyncio.create_task(self._heartbeat()),
@@ -95,6 +96,7 @@ class Worker:
         finally:
             await requests.close()
             await cancels.close()
+            await counts.close()
             await self._drain()
             for task in background:
                 task.cancel()
@@ -265,6 +267,16 @@ class Worker:
         if job is not None and not job.cancelled:
             job.cancelled = True
             self.engine.cancel(response_id)
+
+    async def _count_input_tokens(self, request: RequestAccepted) -> int:
+        """The prompt `request` would run with, counted: the same build as `_start_job`."""
+        try:
+            prompt = await asyncio.to_thread(self.served.build_prompt, request)
+        except InvalidRequest as error:
+            raise CountRefused(error.code, str(error), error.param) from error
+        except ValueError as error:  # the chat template refused the conversation
+            raise CountRefused("invalid_prompt", str(error), "input") from error
+        return len(prompt.token_ids)
 
     # -- liveness ----------------------------------------------------------------------
 
