@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -55,3 +56,33 @@ def test_request_queued_for_a_dead_worker_fails_instead_of_hanging(stack: Stack)
     assert reply.status_code == 503, reply.text
     assert reply.json()["error"]["code"] == "model_unavailable"
     assert time.monotonic() - started < 15
+
+
+def test_a_stream_whose_last_worker_dies_ends_with_worker_lost(stack: Stack) -> None:
+    name = "orphan-smollm"
+    orphan = SpateProcess(
+        ["worker", "--model", DEFAULT_MODEL, "--served-model-name", name, "--max-num-seqs", "2"],
+        {"SPATE_NATS_URL": stack.nats_url, "SPATE_WORKER_ID": "orphan"}, "orphan-worker",
+    )
+    try:
+        assert wait_for(lambda: name in listed(stack) or not orphan.alive(), MODEL_LOAD_TIMEOUT, 0.5)
+        body = {"model": name, "input": "Write a long story.", "max_output_tokens": 4000,
+                "stream": True}
+        events = []
+        with httpx.stream("POST", f"{stack.base_url}/v1/responses", json=body, timeout=120) as reply:
+            lines = reply.iter_lines()
+            for line in lines:
+                if line.startswith("data:") and '"response.output_text.delta"' in line:
+                    break
+            orphan.kill()  # the only worker of this model: nobody can continue it
+            killed = time.monotonic()
+            for line in lines:
+                if line.startswith("data:"):
+                    events.append(json.loads(line[5:]))
+        waited = time.monotonic() - killed
+    finally:
+        orphan.kill()
+    assert [e["type"] for e in events[-2:]] == ["error", "response.failed"], events[-2:]
+    assert events[-2]["code"] == "worker_lost"
+    assert events[-1]["response"]["error"]["code"] == "worker_lost"
+    assert waited < 25  # the liveness TTL (10 s) and a margin
