@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -42,6 +43,7 @@ class Connection:
         # server-side state of their own (a worker's consumer) re-declare it here.
         self.on_declared: list[Callable[[], Awaitable[None]]] = []
         self._redeclaring: asyncio.Task[None] | None = None
+        self._lost_at: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -104,6 +106,12 @@ class Connection:
     def connected(self) -> bool:
         return self._ready.is_set() and self.nc is not None and self.nc.is_connected
 
+    def outage_s(self) -> float:
+        """How long the connection has been down (0 while it is up)."""
+        if self.connected or self._lost_at is None:
+            return 0.0
+        return time.monotonic() - self._lost_at
+
     def require(self) -> Any:
         """The JetStream context, or JournalUnavailable while NATS is away."""
         if not self.connected:
@@ -117,9 +125,12 @@ class Connection:
 
     async def _on_disconnected(self) -> None:
         log.warning("disconnected from NATS")
+        if self._lost_at is None:
+            self._lost_at = time.monotonic()
 
     async def _on_reconnected(self) -> None:
         log.info("reconnected to NATS")
+        self._lost_at = None
         if self._redeclaring is None or self._redeclaring.done():
             self._redeclaring = asyncio.create_task(self._redeclare())
 

@@ -45,8 +45,10 @@ class LogFollower:
     async def next(self, timeout: float) -> Any | None:
         """The next event, or None when none came within `timeout` seconds.
 
-        Raises JournalUnavailable when NATS is gone, so a stream ends with an error
-        instead of hanging.
+        While NATS is away (a restart) it keeps returning None, for up to the outage
+        allowance; the subscription comes back with the connection and the log fills
+        what was missed. Past the allowance it raises JournalUnavailable, so a stream
+        ends with an error instead of hanging.
         """
         while not self._ready:
             wait = GAP_PATIENCE_S if self._order.waiting else timeout
@@ -54,6 +56,8 @@ class LogFollower:
                 data = await asyncio.wait_for(self._queue.get(), wait)
             except asyncio.TimeoutError:
                 if not self._connection.connected:
+                    if self._connection.outage_s() < self._connection.settings.nats_outage_s:
+                        return None
                     raise JournalUnavailable(
                         "Lost the connection to the message bus (NATS)."
                     ) from None

@@ -82,7 +82,8 @@ class Journal:
         return follower
 
     def writer(self, response_id: str, next_seq: int) -> ResponseWriter:
-        return ResponseWriter(self.connection.require(), response_id, next_seq)
+        return ResponseWriter(self.connection.require(), response_id, next_seq,
+                              retry_for_s=self.settings.nats_outage_s)
 
     async def last_seq(self, response_id: str) -> int:
         return await last_seq(self.connection.require(), response_id)

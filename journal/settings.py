@@ -21,3 +21,6 @@ class JournalSettings(BaseSettings):
     events_max_age_s: float = Field(default=24 * 3600, gt=0)
     # A worker's liveness key lives this long unless its heartbeat renews it.
     worker_ttl_s: float = Field(default=10.0, gt=0)
+    # How long open streams and unsent events wait for NATS to come back (a restart)
+    # before they fail.
+    nats_outage_s: float = Field(default=30.0, ge=0)

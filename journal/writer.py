@@ -60,8 +60,10 @@ async def publish_cancel(js: Any, response_id: str, reason: CancelReason) -> Non
 class ResponseWriter:
     """One response's events from its worker: never one awaited ack per token."""
 
-    def __init__(self, js: Any, response_id: str, next_seq: int) -> None:
+    def __init__(self, js: Any, response_id: str, next_seq: int, retry_for_s: float = 30.0) -> None:
         self._js = js
+        # How long an event that could not be persisted is retried (a NATS restart).
+        self._retry_for_s = retry_for_s
         self.response_id = response_id
         self.next_seq = next_seq
         self._subject = events_subject(response_id)
@@ -101,7 +103,10 @@ class ResponseWriter:
 
     async def _republish(self, event: Any) -> None:
         # The Nats-Msg-Id makes this safe even when the first publish did land.
-        for attempt in range(PUBLISH_RETRIES):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._retry_for_s
+        attempt = 0
+        while True:
             try:
                 await self._js.publish(
                     self._subject, encode(event),
@@ -109,6 +114,10 @@ class ResponseWriter:
                 )
                 return
             except Exception as error:
+                if attempt >= PUBLISH_RETRIES and loop.time() >= deadline:
+                    raise PublishFailed(
+                        f"could not persist event {event.seq} of {self.response_id}: {error}"
+                    ) from error
                 log.warning("republish of %s:%d failed (%s)", self.response_id, event.seq, error)
-                await asyncio.sleep(0.2 * (attempt + 1))
-        raise PublishFailed(f"could not persist event {event.seq} of {self.response_id}")
+                await asyncio.sleep(min(0.2 * 2**attempt, 2.0))
+                attempt += 1

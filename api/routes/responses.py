@@ -124,7 +124,7 @@ async def fold_events(
     while not state.done:
         try:
             event = await events.next(timeout=idle)
-            if event is None and state.request is not None:
+            if event is None and state.request is not None and journal.connected:
                 failure = await orphaned(state, journal)
                 if failure is not None:
                     yield state.apply(failure)
