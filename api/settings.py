@@ -21,6 +21,9 @@ class ApiSettings(JournalSettings):
     max_inflight: int = Field(default=256, ge=1)
     # Keep-alive comment interval on SSE streams while the model is queued or thinking.
     sse_ping_s: float = Field(default=15.0, gt=0)
+    # A stream whose client has not taken an event for this long is cut (and, unless it
+    # runs in the background, its generation cancelled).
+    sse_send_timeout_s: float = Field(default=30.0, gt=0)
     # The response store (redis://host:port/db); None (or empty) leaves it off.
     store_url: str | None = None
     # Seconds a stored response or conversation lives after its last write.

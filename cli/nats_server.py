@@ -35,8 +35,13 @@ def free_port() -> int:
 
 
 class EmbeddedNats:
-    def __init__(self, port: int | None = None, store_dir: str | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, store_dir: str | None = None,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
         self.port = port or free_port()
+        # More nats-server flags (authentication, TLS) for tests of those paths.
+        self.extra_args = extra_args
         self._own_dir = store_dir is None
         self.store_dir = store_dir or tempfile.mkdtemp(prefix="spate-nats-")
         self.process: subprocess.Popen[bytes] | None = None
@@ -51,7 +56,7 @@ class EmbeddedNats:
         with open(log_path, "ab") as log_file:
             self.process = subprocess.Popen(
                 [find_nats_server(), "-a", "127.0.0.1", "-p", str(self.port), "-js",
-                 "-sd", self.store_dir],
+                 "-sd", self.store_dir, *self.extra_args],
                 stdout=log_file, stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + timeout

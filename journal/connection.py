@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,6 +30,28 @@ def redacted(url: str) -> str:
     if parts.port is not None:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
+
+
+def connect_options(settings: JournalSettings) -> dict[str, Any]:
+    """The client's authentication and TLS options from the settings."""
+    options: dict[str, Any] = {}
+    if settings.nats_user is not None:
+        options["user"] = settings.nats_user
+    if settings.nats_password is not None:
+        options["password"] = settings.nats_password.get_secret_value()
+    if settings.nats_token is not None:
+        options["token"] = settings.nats_token.get_secret_value()
+    if settings.nats_nkey_seed_file is not None:
+        options["nkeys_seed"] = settings.nats_nkey_seed_file
+    if settings.nats_creds_file is not None:
+        options["user_credentials"] = settings.nats_creds_file
+    tls_files = (settings.nats_tls_ca_file, settings.nats_tls_cert_file, settings.nats_tls_key_file)
+    if any(tls_files):
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=settings.nats_tls_ca_file)
+        if settings.nats_tls_cert_file is not None:
+            context.load_cert_chain(settings.nats_tls_cert_file, settings.nats_tls_key_file)
+        options["tls"] = context
+    return options
 
 
 class Connection:
@@ -72,6 +95,7 @@ class Connection:
             try:
                 nc = await nats.connect(
                     self.settings.nats_url,
+                    **connect_options(self.settings),
                     name=self.name,
                     connect_timeout=self.settings.nats_timeout_s,
                     max_reconnect_attempts=-1,

@@ -21,13 +21,16 @@ from journal.log_reader import last_seq, read_log
 
 # How long an out-of-order event may wait for the one before it before the log is read.
 GAP_PATIENCE_S = 0.25
+# Events held for a reader that does not keep up; past it they are dropped and read back
+# from the log when the reader catches up, so a slow client costs bounded memory.
+BUFFERED_EVENTS = 1024
 
 
 class LogFollower:
     def __init__(self, connection: Connection, response_id: str) -> None:
         self._connection = connection
         self.response_id = response_id
-        self._queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self._queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=BUFFERED_EVENTS)
         self._order = SeqOrder()
         self._ready: list[Any] = []
         self._subscription: Any = None
@@ -40,7 +43,8 @@ class LogFollower:
 
     async def _on_message(self, msg: Any) -> None:
         # A callback subscription: cheaper on the hot path than iterating messages.
-        self._queue.put_nowait(msg.data)
+        with contextlib.suppress(asyncio.QueueFull):  # the log has it; see _repair
+            self._queue.put_nowait(msg.data)
 
     async def next(self, timeout: float) -> Any | None:
         """The next event, or None when none came within `timeout` seconds.

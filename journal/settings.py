@@ -6,7 +6,7 @@ definition and one default.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -24,3 +24,15 @@ class JournalSettings(BaseSettings):
     # How long open streams and unsent events wait for NATS to come back (a restart)
     # before they fail.
     nats_outage_s: float = Field(default=30.0, ge=0)
+    # Authentication, each optional: user and password, a token, an nkey seed file or a
+    # .creds file (user JWT and nkey). Never logged.
+    nats_user: str | None = None
+    nats_password: SecretStr | None = None
+    nats_token: SecretStr | None = None
+    nats_nkey_seed_file: str | None = None
+    nats_creds_file: str | None = None
+    # TLS: the CA that signed the server's certificate, and a client certificate and key
+    # where the server asks for one. Any of them turns TLS on.
+    nats_tls_ca_file: str | None = None
+    nats_tls_cert_file: str | None = None
+    nats_tls_key_file: str | None = None

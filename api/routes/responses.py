@@ -66,7 +66,7 @@ async def create_response(
     if body.stream:
         return EventSourceResponse(
             sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect),
-            ping=int(settings.sse_ping_s),
+            ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
         )
     return await json_reply(request, events, journal, admission, event.response_id)
 

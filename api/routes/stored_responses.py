@@ -62,7 +62,7 @@ async def retrieve(
         after = int(last_event_id)
     return EventSourceResponse(
         replay(store, response_id, -1 if after is None else after),
-        ping=int(settings.sse_ping_s),
+        ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
     )
 
 

@@ -7,15 +7,16 @@ import pytest
 
 from events import ChatMessage, GenerationStarted, RequestAccepted
 from journal import Journal
+from journal.follower import BUFFERED_EVENTS
 
 RID = "resp_eventlog"
 
 
-def event(seq: int) -> object:
+def event(seq: int, response_id: str = RID) -> object:
     if seq == 0:
-        return RequestAccepted(response_id=RID, seq=0, model="m",
+        return RequestAccepted(response_id=response_id, seq=0, model="m",
                                messages=(ChatMessage(role="user", content="hi"),))
-    return GenerationStarted(response_id=RID, seq=seq, worker_id="w", input_tokens=seq)
+    return GenerationStarted(response_id=response_id, seq=seq, worker_id="w", input_tokens=seq)
 
 
 async def publish(journal: Journal, seq: int) -> None:
@@ -40,4 +41,22 @@ async def test_missed_and_reordered_events_come_out_in_order(journal: Journal) -
     assert seen == [0, 1, 2, 3, 4]
     await publish(journal, 3)  # a retried publish the stream drops as a duplicate
     assert await log.next(timeout=0.5) is None
+    await log.close()
+
+
+async def test_a_reader_that_falls_behind_loses_nothing(journal: Journal) -> None:
+    """More events than the follower buffers arrive while nobody reads: the overflow is
+    dropped from memory and read back from the log, in order, once each."""
+    rid = "resp_slow_reader"
+    log = await journal.follow(rid)
+    total = BUFFERED_EVENTS + 500
+    writer = journal.writer(rid, 0)
+    first = event(0, rid)
+    await writer.publish(RequestAccepted, **first.model_dump(exclude={"response_id", "seq", "type", "v"}))
+    for seq in range(1, total):
+        await writer.publish(GenerationStarted, worker_id="w", input_tokens=seq)
+    await writer.flush()
+    seen = [(await log.next(timeout=5)).seq for _ in range(total)]
+    assert seen == list(range(total))
+    assert await log.next(timeout=0.3) is None
     await log.close()
