@@ -180,3 +180,40 @@ def test_previous_response_id_chains_and_branches(replicas: list[str]) -> None:
     with pytest.raises(NotFoundError):
         sdk(replicas[0], "key-bob").responses.create(
             model=DEFAULT_MODEL, input="x", previous_response_id=first.id)
+
+
+def test_a_stream_resumes_after_its_replica_is_killed(
+    stack: Stack, redis_server: EmbeddedRedis, replicas: list[str]
+) -> None:
+    doomed, doomed_url = store_api(stack, redis_server, "doomed-store-api")
+    body = {"model": DEFAULT_MODEL, "input": "Write three sentences about the sea.",
+            "max_output_tokens": 40, "temperature": 0, "stream": True}
+    headers = {"Authorization": "Bearer key-alice"}
+    first: list[dict] = []
+    try:
+        with httpx.stream("POST", f"{doomed_url}/v1/responses", json=body, headers=headers,
+                          timeout=120) as reply:
+            for line in reply.iter_lines():
+                if line.startswith("data:"):
+                    first.append(json.loads(line[5:]))
+                    if len(first) == 6:
+                        doomed.kill()  # the replica dies mid-stream, with no goodbye
+                        break
+    except httpx.HTTPError:
+        pass
+    finally:
+        doomed.kill()
+    response_id = first[0]["response"]["id"]
+    last = first[-1]["sequence_number"]
+    rest: list[dict] = []
+    url = f"{replicas[1]}/v1/responses/{response_id}?stream=true"
+    with httpx.stream("GET", url, headers={**headers, "Last-Event-ID": str(last)},
+                      timeout=120) as reply:
+        for line in reply.iter_lines():
+            if line.startswith("data:"):
+                rest.append(json.loads(line[5:]))
+    events = first + rest
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[-1]["type"] in ("response.completed", "response.incomplete")
+    text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    assert text == events[-1]["response"]["output"][0]["content"][0]["text"]
