@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
@@ -12,6 +12,26 @@ from api.errors import APIError, validation_error
 from api.request_model import FieldRejected, ResponsesRequest
 
 Body = TypeVar("Body", bound=BaseModel)
+
+# Nesting deeper than this is refused before validation: no request field needs it, and
+# recursive validators and grammar compilers would otherwise pay for it.
+MAX_JSON_DEPTH = 64
+
+
+def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> str | None:
+    """The path of the first value nested deeper than `limit`, or None (iterative, so a
+    hostile body cannot exhaust the stack here)."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        if depth > limit:
+            return path
+        if isinstance(node, dict):
+            stack.extend((child, f"{path}.{key}" if path else str(key), depth + 1)
+                         for key, child in node.items())
+        elif isinstance(node, list):
+            stack.extend((child, f"{path}[{index}]", depth + 1) for index, child in enumerate(node))
+    return None
 
 
 async def read_request(request: Request, max_body_bytes: int) -> ResponsesRequest:
@@ -28,8 +48,13 @@ async def read_body(request: Request, model: type[Body], max_body_bytes: int) ->
         raise APIError(413, f"The request body exceeds {max_body_bytes} bytes.", code="request_too_large")
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        # ValueError covers malformed JSON and integers too long to convert.
         raise APIError(400, f"The request body is not valid JSON: {error}", code="invalid_json") from error
+    deep = too_deep(body)
+    if deep is not None:
+        raise APIError(400, f"'{deep}' is nested more than {MAX_JSON_DEPTH} levels deep.",
+                       param=deep.split(".", 1)[0].split("[", 1)[0] or None, code="invalid_value")
     try:
         return model.model_validate(body)
     except FieldRejected as error:
@@ -37,3 +62,7 @@ async def read_body(request: Request, model: type[Body], max_body_bytes: int) ->
                        code="unknown_parameter" if error.message.startswith("Unknown") else "invalid_value") from error
     except ValidationError as error:
         raise validation_error(error) from error
+    except (TypeError, ValueError, RecursionError) as error:
+        # A shape no validator foresaw is still the client's input: a 400, never a 500.
+        raise APIError(400, f"The request body is not a valid request: {error}",
+                       code="invalid_value") from error

@@ -126,7 +126,8 @@ def refuse_unknown_item_types(items: Any, field: str = "input") -> None:
     if not isinstance(items, list):
         return
     for index, item in enumerate(items):
-        if isinstance(item, dict) and item.get("type", "message") not in ITEM_TAGS:
+        kind = item.get("type", "message") if isinstance(item, dict) else "message"
+        if not isinstance(kind, str) or kind not in ITEM_TAGS:
             raise FieldRejected(
                 f"{field}[{index}].type",
                 f"Input items of type '{item.get('type')}' are not supported; spate takes "

@@ -48,7 +48,8 @@ class TextConfig(StrictModel):
     @classmethod
     def _known_format(cls, body: Any) -> Any:
         fmt = body.get("format") if isinstance(body, dict) else None
-        if isinstance(fmt, dict) and fmt.get("type") not in _FORMAT_TAGS:
+        kind = fmt.get("type") if isinstance(fmt, dict) else None
+        if isinstance(fmt, dict) and (not isinstance(kind, str) or kind not in _FORMAT_TAGS):
             raise FieldRejected(
                 "text.format.type",
                 f"The text format '{fmt.get('type')}' is not supported; use "

@@ -86,7 +86,7 @@ def refuse_unserved_tools(tools: Any, tool_choice: Any) -> None:
 def _refuse_type(
     tool_type: Any, param: str, served: tuple[str, ...], what: str = "tool type"
 ) -> None:
-    if tool_type not in served:
+    if not isinstance(tool_type, str) or tool_type not in served:
         raise FieldRejected(
             param,
             f"The {what} '{tool_type}' is not supported: spate takes "
