@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Mapping
 
 from cli.nats_server import EmbeddedNats
-from workers.host import usable_cpu_count
+from workers.model.host import usable_cpu_count
 
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

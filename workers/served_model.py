@@ -158,7 +158,7 @@ def load_engine_model(settings: Any) -> EngineModel:
 
     from workers.engine import EngineConfig, LLMEngine
     from workers.engine.grammar import GrammarCompiler
-    from workers.model import load_model, serving_dtype
+    from workers.model.loader import load_model, serving_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = serving_dtype(device) if settings.dtype == "auto" else getattr(torch, settings.dtype)

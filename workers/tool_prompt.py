@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from events import ChatMessage, RequestAccepted, ToolDefinition
-from workers.chat_template import ChatTemplate
+from workers.model.chat_template import ChatTemplate
 from workers.tool_calls import CLOSE_TAG, OPEN_TAG
 
 TOOLS_PROMPT = """# Tools

@@ -273,7 +273,7 @@ def test_invalid_requests_are_rejected(make_engine, render_prompt):
 def test_prefill_uses_every_core_and_decode_the_configured_threads(make_engine, render_prompt):
     import torch
 
-    from workers.host import usable_cpu_count
+    from workers.model.host import usable_cpu_count
 
     before = torch.get_num_threads()
     try:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from workers.detokenizer import IncrementalDetokenizer
+from workers.model.detokenizer import IncrementalDetokenizer
 
 
 def _deltas(tokenizer, ids, **kwargs) -> list[str]:

@@ -16,7 +16,7 @@ import torch
 import xgrammar as xgr
 
 from workers.engine.sequence import Sequence
-from workers.tokenizer import Tokenizer
+from workers.model.tokenizer import Tokenizer
 
 # Compiled grammars kept for reuse across requests (xgrammar's own cache, keyed by source).
 GRAMMAR_CACHE_BYTES = 256 * 1024 * 1024

@@ -18,7 +18,7 @@ from workers.engine.sampling_params import SamplingParams
 from workers.engine.scheduler import Scheduler
 from workers.engine.sequence import Sequence
 from workers.engine.thinking_budget import ReasoningMarkers, ThinkEvent, ThinkingBudget
-from workers.model import LoadedModel
+from workers.model.loader import LoadedModel
 
 
 @dataclass(slots=True)

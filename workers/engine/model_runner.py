@@ -11,13 +11,9 @@ import kernels
 from workers.engine.config import EngineConfig
 from workers.engine.sampler import Sampler, SamplerOutput
 from workers.engine.sequence import Sequence
-from workers.host import available_host_memory, usable_cpu_count
-from workers.model import (
-    AttentionMetadata,
-    LoadedModel,
-    allocate_kv_cache,
-    kv_cache_bytes_per_block,
-)
+from workers.model.attention import AttentionMetadata, allocate_kv_cache, kv_cache_bytes_per_block
+from workers.model.host import available_host_memory, usable_cpu_count
+from workers.model.loader import LoadedModel
 
 KV_CACHE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from workers.detokenizer import IncrementalDetokenizer
 from workers.engine.sampler import TokenLogprob
 from workers.engine.sequence import Sequence
 from workers.engine.thinking_budget import ThinkEvent, ThinkingBudget
-from workers.tokenizer import Tokenizer
+from workers.model.detokenizer import IncrementalDetokenizer
+from workers.model.tokenizer import Tokenizer
 
 REASONING = "reasoning"
 TEXT = "text"

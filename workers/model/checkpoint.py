@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from workers.model.config import ModelConfig
-from workers.tokenizer import Tokenizer
+from workers.model.tokenizer import Tokenizer
 
 NamedTensors = Iterator[tuple[str, torch.Tensor]]
 

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from workers.model.checkpoint import Checkpoint, NamedTensors
 from workers.model.config import ModelConfig
-from workers.tokenizer import Tokenizer, chat_eos_token_ids
+from workers.model.tokenizer import Tokenizer, chat_eos_token_ids
 
 ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workers.tokenizer import Tokenizer
+from workers.model.tokenizer import Tokenizer
 
 _REPLACEMENT = "\ufffd"
 # Prompt tokens decoded ahead of the first output token: enough for a decoder that treats
