@@ -104,7 +104,7 @@ class EngineModel:
     def sampling_params(self, request: RequestAccepted) -> Any:
         """The engine's parameters, with the answer's grammar compiled (milliseconds, cached;
         run off the event loop)."""
-        from workers.engine.sampling_params import SamplingParams
+        from workers.engine.sampling_params import sampling_params_of
         from workers.structured_output import ConstraintError, compile_answer_grammar
 
         sampling = request.sampling
@@ -121,29 +121,7 @@ class EngineModel:
             grammar = compile_answer_grammar(self.grammars, request)
         except ConstraintError as error:
             raise InvalidRequest(str(error), param=error.param) from error
-        return SamplingParams(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            top_k=sampling.top_k,
-            min_p=sampling.min_p,
-            presence_penalty=sampling.presence_penalty,
-            frequency_penalty=sampling.frequency_penalty,
-            repetition_penalty=sampling.repetition_penalty,
-            seed=sampling.seed,
-            stop=list(sampling.stop),
-            stop_token_ids=list(sampling.stop_token_ids),
-            ignore_eos=sampling.ignore_eos,
-            max_tokens=sampling.max_output_tokens,
-            logit_bias=dict(sampling.logit_bias),
-            logprobs=sampling.top_logprobs,
-            include_stop_str_in_output=sampling.include_stop_str_in_output,
-            skip_special_tokens=sampling.skip_special_tokens,
-            spaces_between_special_tokens=sampling.spaces_between_special_tokens,
-            thinking_token_budget=request.thinking_token_budget,
-            priority=request.priority,
-            cache_salt=request.cache_salt,
-            grammar=grammar,
-        )
+        return sampling_params_of(request, grammar)
 
     def token_text(self, token_id: int) -> str:
         return self.loaded.tokenizer.decode([token_id], skip_special_tokens=False)

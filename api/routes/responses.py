@@ -71,7 +71,7 @@ async def check_model(bus: Bus, body: ResponsesRequest) -> ModelCard:
     if card is None:
         raise APIError(404, f"The model '{body.model}' does not exist.", param="model",
                        code="model_not_found")
-    if body.thinking_token_budget not in (None, -1) and not card.supports_reasoning:
+    if body.thinking_token_budget is not None and not card.supports_reasoning:
         raise APIError(
             400,
             f"The model '{body.model}' has no reasoning markers, so 'thinking_token_budget' cannot apply.",

@@ -101,8 +101,8 @@ class LLMEngine:
                 f"{self.max_model_len}-token limit"
             )
         max_num_tokens = self.max_model_len
-        if params.max_tokens is not None:
-            max_num_tokens = min(max_num_tokens, len(prompt_token_ids) + params.max_tokens)
+        if params.max_output_tokens is not None:
+            max_num_tokens = min(max_num_tokens, len(prompt_token_ids) + params.max_output_tokens)
         seq = Sequence(
             request_id, next(self._arrival_orders), prompt_token_ids, params, max_num_tokens
         )

@@ -123,7 +123,7 @@ class OutputProcessor:
         del state.pending_token_ids[:count]
         del state.pending_logprobs[:count]
         text = "".join(state.detokenizer.push(token_id) for token_id in token_ids)
-        reported_logprobs = logprobs if seq.params.logprobs is not None else None
+        reported_logprobs = logprobs if seq.params.top_logprobs is not None else None
         if state.channel == REASONING or not seq.params.stop:
             self._emit(state, text, token_ids, reported_logprobs)
             return None

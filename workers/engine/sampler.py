@@ -58,7 +58,7 @@ class Sampler:
         ]
         if grammar_rows:
             self._grammar_masks.apply(logits, seqs, grammar_rows)
-        logprob_rows = [row for row, seq in enumerate(seqs) if seq.params.logprobs is not None]
+        logprob_rows = [row for row, seq in enumerate(seqs) if seq.params.top_logprobs is not None]
         # Taken before sampling, which rescales and truncates the logits.
         log_probs = logits[logprob_rows].log_softmax(dim=-1) if logprob_rows else None
         sampled_rows = [row for row, seq in enumerate(seqs) if not seq.params.greedy]
@@ -142,13 +142,13 @@ class Sampler:
         # stay valid JSON.
         log_probs = log_probs.clamp_(min=LOWEST_LOGPROB)
         sampled = log_probs.gather(1, token_ids[:, None]).squeeze(1).tolist()
-        num_top = max(seq.params.logprobs for seq in seqs)
+        num_top = max(seq.params.top_logprobs for seq in seqs)
         top_values, top_ids = log_probs.topk(num_top, dim=-1) if num_top else (None, None)
         top_values = top_values.tolist() if top_values is not None else None
         top_ids = top_ids.tolist() if top_ids is not None else None
         results = []
         for row, seq in enumerate(seqs):
-            count = seq.params.logprobs
+            count = seq.params.top_logprobs
             top = list(zip(top_ids[row][:count], top_values[row][:count], strict=True)) if count else []
             results.append(TokenLogprob(int(token_ids[row]), sampled[row], top))
         return results

@@ -60,7 +60,7 @@ class Sequence:
         self.status = SequenceStatus.WAITING
         self.token_ids: list[int] = [*prompt_token_ids, *output_token_ids]
         self.num_prompt_tokens = len(prompt_token_ids)
-        # Prompt plus output may not grow past this (the context length, or max_tokens).
+        # Prompt plus output may not grow past this (the context length, or max_output_tokens).
         self.max_num_tokens = max_num_tokens
         self.block_table: list[int] = []
         # Leading tokens whose KV came from the prefix cache at the latest allocation.
