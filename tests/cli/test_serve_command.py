@@ -1,10 +1,12 @@
 """`spate serve` starts its worker with one core left to the API and NATS."""
 
 from cli.main import _parser, serve_worker_command
+from workers.settings import WorkerSettings
 
 
-def worker_command(argv: list[str], cpus: int, environ: dict[str, str] | None = None) -> list[str]:
-    return serve_worker_command(_parser().parse_args(["serve", *argv]), cpus, environ or {})
+def worker_command(argv: list[str], cpus: int, num_threads: int | None = None) -> list[str]:
+    worker = WorkerSettings(num_threads=num_threads)
+    return serve_worker_command(_parser().parse_args(["serve", *argv]), cpus, worker)
 
 
 def threads_flag(command: list[str]) -> str | None:
@@ -19,8 +21,8 @@ def test_worker_leaves_one_core_to_the_api_and_nats() -> None:
 
 def test_an_explicit_thread_count_wins() -> None:
     assert threads_flag(worker_command(["--num-threads", "2"], cpus=2)) == "2"
-    # Set in the environment, the worker reads it itself.
-    assert threads_flag(worker_command([], cpus=2, environ={"SPATE_NUM_THREADS": "2"})) is None
+    # Set in the environment (SPATE_NUM_THREADS), the worker reads it itself.
+    assert threads_flag(worker_command([], cpus=2, num_threads=2)) is None
 
 
 def test_model_flags_reach_the_worker() -> None:
@@ -28,3 +30,23 @@ def test_model_flags_reach_the_worker() -> None:
     assert command[command.index("--model") + 1] == "m.gguf"
     assert command[command.index("--dtype") + 1] == "float32"
     assert command[command.index("--kernels") + 1] == "torch"
+
+
+def test_worker_settings_read_the_thread_count_from_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("SPATE_NUM_THREADS", "3")
+    assert threads_flag(serve_worker_command(_parser().parse_args(["serve"]), 8,
+                                             WorkerSettings())) is None
+
+
+def test_serve_settings_come_from_the_settings_classes(monkeypatch) -> None:
+    from api.settings import ApiSettings
+    from cli.settings import CliSettings
+
+    monkeypatch.setenv("SPATE_PORT", "9123")
+    monkeypatch.setenv("SPATE_NATS_STORE_DIR", "/tmp/js")
+    monkeypatch.setenv("SPATE_LOG_LEVEL", "WARNING")
+    args = _parser().parse_args(["serve", "--host", "0.0.0.0"])
+    api = ApiSettings(host=args.host)
+    assert (api.host, api.port) == ("0.0.0.0", 9123)
+    cli = CliSettings()
+    assert (cli.nats_store_dir, cli.log_level, cli.nats_url) == ("/tmp/js", "WARNING", None)
