@@ -12,7 +12,6 @@ from enum import Enum
 class Treatment(str, Enum):
     HONORED = "honored"
     ECHOED = "echoed"
-    NO_OP = "accepted no-op"
     REJECTED = "rejected (400)"
     NEEDS_STORE = "needs the store (400 until enabled)"
 

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from itertools import pairwise
-
 import torch
 
 import kernels
@@ -119,7 +117,6 @@ class ModelRunner:
                 [seq.num_tokens for seq in seqs], dtype=torch.int32, device=device
             ),
             cu_seqlens_q=torch.tensor(cu_seqlens_q, dtype=torch.int32, device=device),
-            max_q_len=max(end - begin for begin, end in pairwise(cu_seqlens_q)),
         )
         last_token_rows = torch.tensor(
             [end - 1 for end in cu_seqlens_q[1:]], dtype=torch.int64, device=device

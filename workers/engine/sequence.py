@@ -103,17 +103,9 @@ class Sequence:
         return self.token_ids[: self.num_prompt_tokens]
 
     @property
-    def last_token_id(self) -> int:
-        return self.token_ids[-1]
-
-    @property
     def schedule_key(self) -> tuple[int, int]:
         """Lower keys run first and are preempted last."""
         return (self.params.priority, self.arrival_order)
-
-    @property
-    def is_finished(self) -> bool:
-        return self.status is SequenceStatus.FINISHED
 
     def num_blocks(self, block_size: int) -> int:
         return (len(self.token_ids) + block_size - 1) // block_size

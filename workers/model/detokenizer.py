@@ -63,9 +63,6 @@ class IncrementalDetokenizer:
         self._read_offset = len(self._ids)
         return new_text[len(prefix_text) :]
 
-    def push_many(self, token_ids: Sequence[int]) -> str:
-        return "".join(self.push(token_id) for token_id in token_ids)
-
     def flush(self) -> str:
         """Whatever is held back, replacement characters included; call once at the end."""
         prefix_text = self._decode(self._prefix_offset, self._read_offset)

@@ -177,12 +177,6 @@ class CausalLM(nn.Module):
         hidden, _ = self.norm(hidden, residual)
         return hidden
 
-    def use_ops(self, ops: KernelOps) -> None:
-        """Switch every layer to another kernel backend (the weights stay where they are)."""
-        for module in self.modules():
-            if hasattr(module, "ops"):
-                module.ops = ops
-
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, H] -> logits [N, V] in fp32, whatever the model dtype."""
         if self.lm_head is not None:
