@@ -9,8 +9,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from api.admission import Admission
-from api.bus import Bus, BusUnavailable
-from api.errors import APIError, install_error_handlers
+from api.bus import Bus
+from api.errors import APIError, BusUnavailable, install_error_handlers
 from api.routes import health, models, responses
 from api.settings import ApiSettings
 

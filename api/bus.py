@@ -183,7 +183,7 @@ class Bus:
             msg = await js.get_last_msg(EVENTS_STREAM, events_subject(response_id))
         except NotFoundError:
             return -1
-        return decode(msg.data).seq
+        return int(decode(msg.data).seq)
 
     async def replay(self, response_id: str, up_to_seq: int, timeout: float) -> list[Any]:
         """Read the stored log from seq 0 through `up_to_seq` (an ordered consumer)."""

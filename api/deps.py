@@ -12,16 +12,20 @@ from api.errors import APIError
 from api.settings import ApiSettings
 
 
+# app.state is untyped; these are where its objects get their types back.
 def get_settings(request: Request) -> ApiSettings:
-    return request.app.state.settings
+    settings: ApiSettings = request.app.state.settings
+    return settings
 
 
 def get_bus(request: Request) -> Bus:
-    return request.app.state.bus
+    bus: Bus = request.app.state.bus
+    return bus
 
 
 def get_admission(request: Request) -> Admission:
-    return request.app.state.admission
+    admission: Admission = request.app.state.admission
+    return admission
 
 
 def require_api_key(request: Request) -> None:

@@ -25,7 +25,7 @@ def sampling_of(
 ) -> SamplingSettings:
     """Resolved sampling: the request's value, else the model's recommendation, else
     the event's default (what OpenAI's API uses)."""
-    chosen = request.model_dump(include=SAMPLING_FIELDS, exclude_none=True)
+    chosen = request.model_dump(include=set(SAMPLING_FIELDS), exclude_none=True)
     wants_logprobs = LOGPROBS_INCLUDE in (request.include or [])
     top_logprobs = _unset(request.top_logprobs, 0) if wants_logprobs else None
     return SamplingSettings.model_validate(

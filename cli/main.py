@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from typing import Any
 
 from api.settings import ApiSettings
 from cli.nats_server import EmbeddedNats
@@ -62,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _overrides(args: argparse.Namespace, names: list[str]) -> dict[str, object]:
+def _overrides(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 

@@ -6,10 +6,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from events import ModelCard, RequestAccepted
 from workers.tool_prompt import ToolPrompt
+
+if TYPE_CHECKING:  # torch-heavy: imported when a model is loaded, not with this module
+    from workers.engine.grammar import GrammarCompiler
+    from workers.engine.llm_engine import LLMEngine
+    from workers.engine.sampling_params import SamplingParams
+    from workers.model.loader import LoadedModel
+    from workers.settings import WorkerSettings
 
 log = logging.getLogger("spate.worker.model")
 
@@ -49,7 +56,8 @@ class EngineModel:
     """A real model behind the continuous-batching engine."""
 
     def __init__(
-        self, loaded: Any, engine: Any, served_name: str, worker_id: str, grammars: Any
+        self, loaded: LoadedModel, engine: LLMEngine, served_name: str, worker_id: str,
+        grammars: GrammarCompiler,
     ) -> None:
         self.loaded = loaded
         self.engine = engine
@@ -101,7 +109,7 @@ class EngineModel:
         )
         return text, self.loaded.tokenizer.encode(text)
 
-    def sampling_params(self, request: RequestAccepted) -> Any:
+    def sampling_params(self, request: RequestAccepted) -> SamplingParams:
         """The engine's parameters, with the answer's grammar compiled (milliseconds, cached;
         run off the event loop)."""
         from workers.engine.sampling_params import sampling_params_of
@@ -130,12 +138,13 @@ class EngineModel:
         return self.loaded.tokenizer.decode(token_ids, skip_special_tokens=False)
 
 
-def load_engine_model(settings: Any) -> EngineModel:
+def load_engine_model(settings: WorkerSettings) -> EngineModel:
     """Load the configured model and build its engine (seconds; run off the event loop)."""
     import torch
 
-    from workers.engine import EngineConfig, LLMEngine
+    from workers.engine.config import EngineConfig
     from workers.engine.grammar import GrammarCompiler
+    from workers.engine.llm_engine import LLMEngine
     from workers.model.loader import load_model, serving_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"

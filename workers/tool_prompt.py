@@ -116,8 +116,8 @@ def _written_out(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
             calls = [_written_call(call.name, call.arguments) for call in message.tool_calls]
             current["content"] = "\n".join([message.content, *calls] if message.content else calls)
         rendered.append(current)
-    for message in rendered:
-        message.pop("tool_results", None)
+    for turn in rendered:
+        turn.pop("tool_results", None)
     return rendered
 
 

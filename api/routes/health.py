@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from api.bus import BusUnavailable
 from api.deps import BusDep
+from api.errors import BusUnavailable
 
 router = APIRouter()
 

@@ -12,9 +12,9 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.admission import Admission
 from api.body import read_request
-from api.bus import Bus, BusUnavailable
+from api.bus import Bus
 from api.deps import AdmissionDep, BusDep, SettingsDep, require_api_key
-from api.errors import APIError
+from api.errors import APIError, BusUnavailable
 from api.event_log import EventLog
 from api.normalize import accept
 from api.request_model import ResponsesRequest
@@ -154,7 +154,7 @@ async def json_reply(
         await events.close()
     response = state.response()
     error = response.get("error") or {}
-    status = ERROR_STATUS.get(error.get("code"))
+    status = ERROR_STATUS.get(error.get("code") or "")
     if response["status"] == "failed" and status is not None and not response["output"]:
         last = next(e for e in reversed(state.sse_events) if e["type"] == "error")
         raise APIError(status, error["message"], param=last.get("param"), code=error["code"])

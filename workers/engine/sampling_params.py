@@ -10,7 +10,7 @@ event would have refused, with the event's own limits.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from events import RequestAccepted
 from events.request_settings import (
@@ -18,6 +18,9 @@ from events.request_settings import (
     MAX_TOP_LOGPROBS,
     PENALTY_LIMIT,
 )
+
+if TYPE_CHECKING:
+    from xgrammar import CompiledGrammar
 
 # Below this temperature, sampling is indistinguishable from argmax and dividing by it
 # would overflow, so the request is treated as greedy.
@@ -55,7 +58,7 @@ class SamplingParams:
     # Requests with different salts never share cached KV blocks.
     cache_salt: str | None = None
     # An xgrammar CompiledGrammar the answer (never the reasoning) must match; None: free.
-    grammar: Any = None
+    grammar: CompiledGrammar | None = None
 
     def __post_init__(self) -> None:
         # Above the request limit is still well defined (a flatter distribution).
@@ -97,7 +100,9 @@ def _require(holds: bool, name: str, value: object) -> None:
         raise ValueError(f"{name} may not be {value!r}: a request could not set it")
 
 
-def sampling_params_of(request: RequestAccepted, grammar: Any = None) -> SamplingParams:
+def sampling_params_of(
+    request: RequestAccepted, grammar: CompiledGrammar | None = None
+) -> SamplingParams:
     """The engine's parameters for an accepted request: its sampling settings field for
     field, already validated and normalized by the event model, plus the request's
     thinking budget, priority and cache salt."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence as TokenIds
 from enum import Enum, auto
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from workers.engine.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
+    import torch
+
     from workers.engine.grammar import AnswerGrammar
     from workers.engine.output_processor import OutputState
 
@@ -74,7 +76,7 @@ class Sequence:
         self.num_reasoning_tokens = 0
         # A torch.Generator for seeded requests, created by the sampler on first use so that
         # this module and the scheduler stay free of torch.
-        self.generator: Any = None
+        self.generator: torch.Generator | None = None
         # Random draws a resumed seeded request makes before its first new token, so its
         # generator stands where the uninterrupted run's stood.
         self.num_random_draws_to_replay = 0
