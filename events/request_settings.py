@@ -20,9 +20,9 @@ PENALTY_LIMIT = 2.0
 # OpenAI's logit_bias range; larger magnitudes would only mean "always" or "never".
 LOGIT_BIAS_LIMIT = 100.0
 MAX_TOP_LOGPROBS = 20
-# What a client sends for "no limit on thinking" and "no top-k"; the event carries None
-# and 0 instead, so nothing past it ever sees -1.
-UNLIMITED_THINKING = -1
+# What a client sends for "no limit on thinking" and for "no top-k" (vLLM's spelling);
+# the event carries None and 0 instead, so nothing past it ever sees the sentinel.
+OFF_SENTINEL = -1
 TOP_K_DISABLED = 0
 
 # The type of an error whose message the contract fixes word for word (SPEC.md): the API
@@ -36,14 +36,14 @@ def thinking_token_budget_of(value: Any) -> int | None:
     are refused even where pydantic would coerce them: the contract names integers only."""
     if value is None:
         return None
-    if type(value) is not int or value < UNLIMITED_THINKING:
+    if type(value) is not int or value < OFF_SENTINEL:
         raise PydanticCustomError(FIXED_MESSAGE_ERROR, BUDGET_MESSAGE)
-    return None if value == UNLIMITED_THINKING else value
+    return None if value == OFF_SENTINEL else value
 
 
 def _top_k_of(value: int) -> int:
     # -1 (vLLM's "off") and 0 (OpenAI's) mean the same; the event keeps one of them.
-    return TOP_K_DISABLED if value == -1 else value
+    return TOP_K_DISABLED if value == OFF_SENTINEL else value
 
 
 def _stop_strings_of(value: Any) -> Any:
@@ -95,7 +95,7 @@ def _clamped(bias: dict[int, float]) -> dict[int, float]:
 Temperature = Annotated[float, Field(ge=0, le=MAX_TEMPERATURE)]
 TopP = Annotated[float, Field(gt=0, le=1)]
 # -1 or 0 turn top-k off; both arrive as 0.
-TopK = Annotated[int, Field(ge=-1), AfterValidator(_top_k_of)]
+TopK = Annotated[int, Field(ge=OFF_SENTINEL), AfterValidator(_top_k_of)]
 MinP = Annotated[float, Field(ge=0, le=1)]
 Penalty = Annotated[float, Field(ge=-PENALTY_LIMIT, le=PENALTY_LIMIT)]
 RepetitionPenalty = Annotated[float, Field(gt=0)]
