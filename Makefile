@@ -40,8 +40,10 @@ serve: install
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# kernels/ is checked where the packages below import it; triton itself is untyped.
 lint: install
 	$(VENV)/bin/ruff check api events journal workers kernels store cli tests benchmarks
+	$(VENV)/bin/mypy api events journal store workers cli
 
 bench: install
 	$(PY) benchmarks/bench_stream.py

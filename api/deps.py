@@ -14,16 +14,20 @@ from api.settings import ApiSettings
 from journal import Journal
 
 
+# app.state is untyped; these are where its objects get their types back.
 def get_settings(request: Request) -> ApiSettings:
-    return request.app.state.settings
+    settings: ApiSettings = request.app.state.settings
+    return settings
 
 
 def get_journal(request: Request) -> Journal:
-    return request.app.state.journal
+    journal: Journal = request.app.state.journal
+    return journal
 
 
 def get_admission(request: Request) -> Admission:
-    return request.app.state.admission
+    admission: Admission = request.app.state.admission
+    return admission
 
 
 def require_api_key(request: Request) -> None:

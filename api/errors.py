@@ -11,6 +11,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from events.request_settings import FIXED_MESSAGE_ERROR
+
 log = logging.getLogger("spate.api")
 
 _TYPE_BY_STATUS = {
@@ -87,6 +89,8 @@ def validation_error(error: ValidationError | RequestValidationError) -> APIErro
     if first.get("type") == "extra_forbidden":
         return APIError(400, f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter")
     message = first.get("msg", "invalid value")
+    if first.get("type") == FIXED_MESSAGE_ERROR:
+        return APIError(400, message, param=param, code="invalid_value")
     message = message.removeprefix("Value error, ")
     return APIError(400, f"Invalid value for '{param}': {message}", param=param, code="invalid_value")
 

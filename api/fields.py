@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from enum import Enum
 
+from events.request_settings import (
+    LOGIT_BIAS_LIMIT,
+    MAX_TEMPERATURE,
+    MAX_TOP_LOGPROBS,
+    PENALTY_LIMIT,
+)
+
 
 class Treatment(str, Enum):
     HONORED = "honored"
     ECHOED = "echoed"
-    NO_OP = "accepted no-op"
     REJECTED = "rejected (400)"
     NEEDS_STORE = "needs the store (400 until enabled)"
 
@@ -25,7 +31,7 @@ FIELDS: dict[str, tuple[Treatment, str]] = {
     "instructions": (Treatment.HONORED, "first system message; echoed"),
     "stream": (Treatment.HONORED, "true selects SSE"),
     "max_output_tokens": (Treatment.HONORED, "cap on generated tokens (>= 1); hit: status incomplete"),
-    "temperature": (Treatment.HONORED, "[0, 2]; 0 is greedy; echoed"),
+    "temperature": (Treatment.HONORED, f"[0, {MAX_TEMPERATURE:g}]; 0 is greedy; echoed"),
     "top_p": (Treatment.HONORED, "(0, 1]; echoed"),
     "top_k": (Treatment.HONORED, "-1 or 0 turn it off"),
     "min_p": (Treatment.HONORED, "[0, 1]"),
@@ -44,18 +50,18 @@ FIELDS: dict[str, tuple[Treatment, str]] = {
 }
 
 FIELDS.update({
-    "presence_penalty": (Treatment.HONORED, "[-2, 2]"),
-    "frequency_penalty": (Treatment.HONORED, "[-2, 2]"),
+    "presence_penalty": (Treatment.HONORED, f"[-{PENALTY_LIMIT:g}, {PENALTY_LIMIT:g}]"),
+    "frequency_penalty": (Treatment.HONORED, f"[-{PENALTY_LIMIT:g}, {PENALTY_LIMIT:g}]"),
     "repetition_penalty": (Treatment.HONORED, "> 0; 1 is off"),
     "stop_token_ids": (Treatment.HONORED, "token ids that end the answer"),
     "ignore_eos": (Treatment.HONORED, "keep generating past end-of-sequence"),
     "skip_special_tokens": (Treatment.HONORED, "default true"),
     "spaces_between_special_tokens": (Treatment.HONORED, "default true"),
     "include_stop_str_in_output": (Treatment.HONORED, "keep the matched stop string in the text"),
-    "logit_bias": (Treatment.HONORED, "integer token ids; values clamped to [-100, 100]"),
+    "logit_bias": (Treatment.HONORED, f"integer token ids; values clamped to [-{LOGIT_BIAS_LIMIT:g}, {LOGIT_BIAS_LIMIT:g}]"),
     "include_reasoning": (Treatment.HONORED, "false leaves the reasoning item out of output; usage still counts it"),
     "include": (Treatment.HONORED, "message.output_text.logprobs gives logprobs on message text (function-call tokens have none); reasoning.encrypted_content is a no-op"),
-    "top_logprobs": (Treatment.HONORED, "0..20 alternatives per token, with include message.output_text.logprobs; echoed"),
+    "top_logprobs": (Treatment.HONORED, f"0..{MAX_TOP_LOGPROBS} alternatives per token, with include message.output_text.logprobs; echoed"),
     "truncation": (Treatment.HONORED, "auto drops the oldest turns to fit; disabled (default) fails a long input on input; echoed"),
     "request_id": (Treatment.HONORED, "becomes the response id (must be unused)"),
     "priority": (Treatment.HONORED, "scheduler priority, lower runs first"),

@@ -10,8 +10,10 @@ from api.conversation import messages_of
 from api.request_model import ResponsesRequest
 from events import RequestAccepted, SamplingSettings
 
-LOGIT_BIAS_LIMIT = 100.0
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
+# The request fields that are sampling settings: the event model names them, and the
+# request model validated each with the event's own type.
+SAMPLING_FIELDS = frozenset(SamplingSettings.model_fields) - {"top_logprobs"}
 
 
 def _unset(value: Any, default: Any) -> Any:
@@ -22,31 +24,12 @@ def sampling_of(
     request: ResponsesRequest, model_defaults: Mapping[str, float] | None = None
 ) -> SamplingSettings:
     """Resolved sampling: the request's value, else the model's recommendation, else
-    the API-wide default (what OpenAI's API uses)."""
-    defaults = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, **(model_defaults or {})}
-    stop = request.stop
+    the event's default (what OpenAI's API uses)."""
+    chosen = request.model_dump(include=set(SAMPLING_FIELDS), exclude_none=True)
     wants_logprobs = LOGPROBS_INCLUDE in (request.include or [])
-    return SamplingSettings(
-        temperature=_unset(request.temperature, defaults["temperature"]),
-        top_p=_unset(request.top_p, defaults["top_p"]),
-        top_k=0 if request.top_k == -1 else int(_unset(request.top_k, defaults["top_k"])),
-        min_p=_unset(request.min_p, defaults["min_p"]),
-        presence_penalty=_unset(request.presence_penalty, 0.0),
-        frequency_penalty=_unset(request.frequency_penalty, 0.0),
-        repetition_penalty=_unset(request.repetition_penalty, 1.0),
-        seed=request.seed,
-        stop=(stop,) if isinstance(stop, str) else tuple(stop or ()),
-        stop_token_ids=tuple(request.stop_token_ids or ()),
-        ignore_eos=_unset(request.ignore_eos, False),
-        skip_special_tokens=_unset(request.skip_special_tokens, True),
-        spaces_between_special_tokens=_unset(request.spaces_between_special_tokens, True),
-        include_stop_str_in_output=_unset(request.include_stop_str_in_output, False),
-        logit_bias={
-            int(token_id): max(-LOGIT_BIAS_LIMIT, min(LOGIT_BIAS_LIMIT, bias))
-            for token_id, bias in (request.logit_bias or {}).items()
-        },
-        max_output_tokens=request.max_output_tokens,
-        top_logprobs=_unset(request.top_logprobs, 0) if wants_logprobs else None,
+    top_logprobs = _unset(request.top_logprobs, 0) if wants_logprobs else None
+    return SamplingSettings.model_validate(
+        {**(model_defaults or {}), **chosen, "top_logprobs": top_logprobs}
     )
 
 
@@ -89,7 +72,6 @@ def accept(
     response_id: str,
     model_defaults: Mapping[str, float] | None = None,
 ) -> RequestAccepted:
-    budget = request.thinking_token_budget
     tool_choice, allowed_tool_names = tool_choice_of(request)
     return RequestAccepted(
         response_id=response_id,
@@ -97,7 +79,7 @@ def accept(
         model=request.model,
         messages=messages_of(request),
         sampling=sampling_of(request, model_defaults),
-        thinking_token_budget=None if budget in (None, -1) else budget,
+        thinking_token_budget=request.thinking_token_budget,
         enable_thinking=thinking_switch(request),
         reasoning_effort=request.reasoning.effort if request.reasoning else None,
         chat_template_kwargs=request.chat_template_kwargs or {},

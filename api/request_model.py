@@ -17,11 +17,23 @@ from api.tool_models import (
     check_tool_choice,
     refuse_unserved_tools,
 )
+from events.request_settings import (
+    LogitBias,
+    MaxOutputTokens,
+    MinP,
+    Penalty,
+    RepetitionPenalty,
+    Seed,
+    StopStrings,
+    Temperature,
+    ThinkingTokenBudget,
+    TokenIds,
+    TopK,
+    TopLogprobs,
+    TopP,
+)
 
-INT64_MAX = 2**63 - 1
-BUDGET_MESSAGE = "`thinking_token_budget` must be a non-negative integer or -1 for unlimited."
-
-__all__ = ["BUDGET_MESSAGE", "FieldRejected", "ResponsesRequest"]
+__all__ = ["FieldRejected", "ResponsesRequest"]
 
 
 class ReasoningConfig(StrictModel):
@@ -44,36 +56,40 @@ INCLUDABLE = ("message.output_text.logprobs", "reasoning.encrypted_content")
 
 
 class ResponsesRequest(StrictModel):
+    """The settings the request event carries take their types from events/, which
+    holds each one's bounds and special values (-1 budgets, -1 top_k, logit_bias keys
+    and limits): validated here, they arrive already normalized."""
+
     model: str = Field(min_length=1)
     input: str | list[InputItem]
     instructions: str | None = None
     stream: bool = False
     store: bool | None = None
-    max_output_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None, ge=-1)
-    min_p: float | None = Field(default=None, ge=0, le=1)
-    seed: int | None = Field(default=None, ge=-(2**63), le=INT64_MAX)
-    stop: str | list[str] | None = None
+    max_output_tokens: MaxOutputTokens | None = None
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
+    top_k: TopK | None = None
+    min_p: MinP | None = None
+    seed: Seed | None = None
+    stop: StopStrings | None = None
     metadata: dict[str, str] | None = None
     user: str | None = None
     reasoning: ReasoningConfig | None = None
     text: TextConfig | None = None
     chat_template_kwargs: dict[str, Any] | None = None
-    thinking_token_budget: int | None = None
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    repetition_penalty: float | None = Field(default=None, gt=0)
-    stop_token_ids: list[int] | None = None
+    thinking_token_budget: ThinkingTokenBudget = None
+    presence_penalty: Penalty | None = None
+    frequency_penalty: Penalty | None = None
+    repetition_penalty: RepetitionPenalty | None = None
+    stop_token_ids: TokenIds | None = None
     ignore_eos: bool | None = None
     skip_special_tokens: bool | None = None
     spaces_between_special_tokens: bool | None = None
     include_stop_str_in_output: bool | None = None
-    logit_bias: dict[str, float] | None = None
+    logit_bias: LogitBias | None = None
     include_reasoning: bool | None = None
     include: list[str] | None = None
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    top_logprobs: TopLogprobs | None = None
     truncation: Literal["auto", "disabled"] | None = None
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
     priority: int | None = None
@@ -109,9 +125,6 @@ class ResponsesRequest(StrictModel):
             message = rejection_message(name)
             if message is not None and body[name] is not None:
                 raise FieldRejected(name, message)
-        budget = body.get("thinking_token_budget")
-        if budget is not None and (type(budget) is not int or budget < -1):
-            raise FieldRejected("thinking_token_budget", BUDGET_MESSAGE)
         refuse_unknown_item_types(body.get("input"))
         refuse_unserved_tools(body.get("tools"), body.get("tool_choice"))
         return body
@@ -131,28 +144,6 @@ class ResponsesRequest(StrictModel):
     def _input_not_empty(cls, value: str | list[InputItem]) -> str | list[InputItem]:
         if isinstance(value, list) and not value:
             raise ValueError("input must hold at least one item")
-        return value
-
-    @field_validator("stop")
-    @classmethod
-    def _stop_strings(cls, value: str | list[str] | None) -> str | list[str] | None:
-        strings = [value] if isinstance(value, str) else value or []
-        if any(not s for s in strings):
-            raise ValueError("stop strings must not be empty")
-        return value
-
-    @field_validator("stop_token_ids")
-    @classmethod
-    def _token_ids(cls, value: list[int] | None) -> list[int] | None:
-        if value is not None and any(token_id < 0 for token_id in value):
-            raise ValueError("token ids are non-negative integers")
-        return value
-
-    @field_validator("logit_bias")
-    @classmethod
-    def _logit_bias(cls, value: dict[str, float] | None) -> dict[str, float] | None:
-        if value is not None and any(not key.isdigit() for key in value):
-            raise ValueError("keys must be integer token ids")
         return value
 
     @field_validator("include")

@@ -40,6 +40,7 @@ def item_dicts(items: list[Any]) -> list[dict[str, Any]]:
 def _item_dict(item: Any) -> dict[str, Any]:
     if isinstance(item, MessageItem):
         kind = "output_text" if item.role == "assistant" else "input_text"
+        parts: list[dict[str, Any]]
         if isinstance(item.content, str):
             parts = [{"type": kind, "text": item.content}]
         else:

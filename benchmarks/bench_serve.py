@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cli.nats_server import free_port  # noqa: E402
-from workers.host import usable_cpu_count  # noqa: E402
+from workers.model.host import usable_cpu_count  # noqa: E402
 
 MODEL = "SmolLM2-135M-Instruct"
 

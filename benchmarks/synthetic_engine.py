@@ -36,7 +36,7 @@ class SyntheticTokenEngine:
 
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: Any,
                     output_token_ids: Any = (), prompt_opens_reasoning: bool = False) -> None:
-        self._streams[request_id] = _Stream(len(prompt_token_ids), params.max_tokens or 64,
+        self._streams[request_id] = _Stream(len(prompt_token_ids), params.max_output_tokens or 64,
                                             len(output_token_ids))
 
     def cancel(self, request_id: str) -> bool:
@@ -70,7 +70,7 @@ class SyntheticTokenEngine:
 
 @dataclass(slots=True)
 class _Params:
-    max_tokens: int | None
+    max_output_tokens: int | None
 
 
 class SyntheticServedModel:

@@ -11,16 +11,18 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Mapping
+from typing import Any
 
+from api.settings import ApiSettings
 from cli.nats_server import EmbeddedNats
 from cli.redis_server import EmbeddedRedis
-from workers.host import usable_cpu_count
+from cli.settings import DEFAULT_STORE_DIR, CliSettings
+from workers.model.host import usable_cpu_count
+from workers.settings import WorkerSettings
 
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Kept across runs, unlike the embedded NATS data: stored responses outlive a restart.
-DEFAULT_STORE_DIR = ".spate/store"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,16 +30,16 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="embedded NATS, one worker and the API")
-    serve.add_argument("--host", default=os.environ.get("SPATE_HOST", "127.0.0.1"))
-    serve.add_argument("--port", type=int, default=int(os.environ.get("SPATE_PORT", "8000")))
+    serve.add_argument("--host", default=None)
+    serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--nats-port", type=int, default=None,
                        help="port of the embedded nats-server (default: a free one)")
-    serve.add_argument("--nats-store-dir", default=os.environ.get("SPATE_NATS_STORE_DIR"),
+    serve.add_argument("--nats-store-dir", default=None,
                        help="JetStream data folder of the embedded nats-server (default: a temporary one)")
     serve.add_argument("--store", action="store_true",
                        help="run the response store: an embedded redis-server (unless "
                        "SPATE_STORE_URL names one)")
-    serve.add_argument("--store-dir", default=os.environ.get("SPATE_STORE_DIR", DEFAULT_STORE_DIR),
+    serve.add_argument("--store-dir", default=None,
                        help=f"data folder of the embedded redis-server (default: {DEFAULT_STORE_DIR})")
     serve.add_argument("--store-port", type=int, default=None,
                        help="port of the embedded redis-server (default: a free one)")
@@ -71,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _overrides(args: argparse.Namespace, names: list[str]) -> dict[str, object]:
+def _overrides(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
@@ -86,7 +88,6 @@ def run_api(args: argparse.Namespace) -> None:
     import uvicorn
 
     from api.app import create_app
-    from api.settings import ApiSettings
 
     settings = ApiSettings(**_overrides(args, ["host", "port", "nats_url", "store_url"]))
     logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
@@ -96,7 +97,6 @@ def run_api(args: argparse.Namespace) -> None:
 
 def run_worker(args: argparse.Namespace) -> None:
     from workers.served_model import load_engine_model
-    from workers.settings import WorkerSettings
     from workers.worker import Worker
 
     settings = WorkerSettings(
@@ -130,7 +130,7 @@ def _wait_ready(url: str, children: list[subprocess.Popen[bytes]], timeout: floa
 
 
 def serve_worker_command(
-    args: argparse.Namespace, cpus: int, environ: Mapping[str, str]
+    args: argparse.Namespace, cpus: int, worker: WorkerSettings
 ) -> list[str]:
     """The worker `spate serve` starts. Unless told otherwise it decodes on all cores but
     one: the API, NATS and the clients share the machine, and an OpenMP thread they
@@ -145,35 +145,38 @@ def serve_worker_command(
         command += ["--dtype", args.dtype]
     if args.num_threads is not None:
         command += ["--num-threads", str(args.num_threads)]
-    elif "SPATE_NUM_THREADS" not in environ:
+    elif worker.num_threads is None:
+        # Unset: left to the worker, it would take every core.
         command += ["--num-threads", str(max(1, cpus - 1))]
     return command
 
 
-def serve_store(args: argparse.Namespace, environ: Mapping[str, str]) -> EmbeddedRedis | None:
+def serve_store(args: argparse.Namespace, settings: CliSettings) -> EmbeddedRedis | None:
     """The embedded redis-server `spate serve --store` runs, started; None without
     --store, or when SPATE_STORE_URL already names a store (the API child inherits it)."""
     log = logging.getLogger("spate.serve")
     if not args.store:
         return None
-    if environ.get("SPATE_STORE_URL"):
-        log.info("response store at SPATE_STORE_URL (%s)", environ["SPATE_STORE_URL"])
+    if settings.store_url:
+        log.info("response store at SPATE_STORE_URL")
         return None
-    store = EmbeddedRedis(port=args.store_port, store_dir=args.store_dir).start()
-    log.info("embedded redis-server (response store) at %s, data in %s", store.url, args.store_dir)
+    store = EmbeddedRedis(port=args.store_port, store_dir=settings.store_dir).start()
+    log.info("embedded redis-server (response store) at %s, data in %s", store.url, settings.store_dir)
     return store
 
 
 def run_serve(args: argparse.Namespace) -> int:
     log = logging.getLogger("spate.serve")
+    settings = CliSettings(**_overrides(args, ["nats_store_dir", "store_dir"]))
+    api = ApiSettings(**_overrides(args, ["host", "port"]))
     nats = None
-    nats_url = os.environ.get("SPATE_NATS_URL")
+    nats_url = settings.nats_url
     if not nats_url:
-        nats = EmbeddedNats(port=args.nats_port, store_dir=args.nats_store_dir).start()
+        nats = EmbeddedNats(port=args.nats_port, store_dir=settings.nats_store_dir).start()
         nats_url = nats.url
         log.info("embedded nats-server with JetStream at %s", nats_url)
     try:
-        store = serve_store(args, os.environ)
+        store = serve_store(args, settings)
     except BaseException:
         if nats is not None:
             nats.stop()
@@ -181,9 +184,9 @@ def run_serve(args: argparse.Namespace) -> int:
     env = {**os.environ, "SPATE_NATS_URL": nats_url}
     if store is not None:
         env["SPATE_STORE_URL"] = store.url
-    worker_cmd = serve_worker_command(args, usable_cpu_count(), os.environ)
-    api_cmd = [sys.executable, "-m", "cli.main", "api", "--host", args.host,
-               "--port", str(args.port)]
+    worker_cmd = serve_worker_command(args, usable_cpu_count(), WorkerSettings())
+    api_cmd = [sys.executable, "-m", "cli.main", "api", "--host", api.host,
+               "--port", str(api.port)]
     children = [subprocess.Popen(worker_cmd, env=env), subprocess.Popen(api_cmd, env=env)]
     stopping = False
 
@@ -194,9 +197,9 @@ def run_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     try:
-        host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-        if _wait_ready(f"http://{host}:{args.port}/ready", children, timeout=600):
-            log.info("spate is ready at http://%s:%d (POST /v1/responses)", args.host, args.port)
+        host = "127.0.0.1" if api.host in ("0.0.0.0", "::") else api.host
+        if _wait_ready(f"http://{host}:{api.port}/ready", children, timeout=600):
+            log.info("spate is ready at http://%s:%d (POST /v1/responses)", api.host, api.port)
         while not stopping and all(child.poll() is None for child in children):
             time.sleep(0.2)
     finally:
@@ -217,7 +220,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("SPATE_LOG_LEVEL", "INFO"), format=LOG_FORMAT)
+    logging.basicConfig(level=CliSettings().log_level, format=LOG_FORMAT)
     args = _parser().parse_args(argv)
     if args.command == "api":
         run_api(args)

@@ -20,10 +20,10 @@ from events.request import (
     AnswerConstraint,
     ChatMessage,
     RequestAccepted,
-    SamplingSettings,
     ToolCall,
     ToolDefinition,
 )
+from events.sampling_settings import SamplingSettings
 
 __all__ = [
     "AnswerConstraint",

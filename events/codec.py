@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter
 
+from events.envelope import Event
 from events.generation import (
     CancelRequested,
     GenerationFailed,
@@ -37,7 +38,7 @@ class EventDecodeError(ValueError):
     """A payload that is not a spate event this code understands."""
 
 
-def encode(event: Any) -> bytes:
+def encode(event: Event) -> bytes:
     return event.model_dump_json().encode()
 
 

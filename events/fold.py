@@ -33,6 +33,16 @@ from events.response_object import (
 
 SSEEvent = dict[str, Any]
 TERMINAL_SSE_TYPES = frozenset({"response.completed", "response.incomplete", "response.failed"})
+# Every event a response's log may hold, each with its case in ResponseFold.apply.
+# (cancel.requested travels on the cancel subject, never in the log.)
+LOG_EVENT_TYPES = (
+    RequestAccepted, GenerationStarted, TokensGenerated, ReasoningEnded, ToolCallStarted,
+    ToolCallEnded, GenerationFinished, GenerationFailed,
+)
+
+
+class UnknownEventType(TypeError):
+    """An event the fold has no case for: a bug to fix, never something to skip."""
 
 
 @dataclass(slots=True)
@@ -74,7 +84,17 @@ class ResponseFold:
         return self.status in ("completed", "incomplete", "failed", "cancelled")
 
     def apply(self, event: Any) -> list[SSEEvent]:
-        """Advance by one event; returns the SSE events it produces (already numbered)."""
+        """Advance by one event; returns the SSE events it produces (already numbered).
+
+        Raises UnknownEventType for anything that is not a response log event: dropping
+        it would let a new event type vanish from every stream without a trace.
+        """
+        if not isinstance(event, LOG_EVENT_TYPES):
+            raise UnknownEventType(
+                f"the fold has no case for {getattr(event, 'type', type(event).__name__)!r}; "
+                "a response log holds only "
+                + ", ".join(kind.model_fields["type"].default for kind in LOG_EVENT_TYPES)
+            )
         if event.seq <= self.last_seq or self.done:
             return []
         if self.request is None and not isinstance(event, RequestAccepted):

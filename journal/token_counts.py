@@ -42,8 +42,8 @@ async def request_count(nc: Any, event: RequestAccepted) -> int:
         raise JournalUnavailable(f"Could not ask for a token count: {error}") from error
     answer = json.loads(reply.data)
     if "error" in answer:
-        error = answer["error"]
-        raise CountRefused(error["code"], error["message"], error.get("param"))
+        refusal = answer["error"]
+        raise CountRefused(refusal["code"], refusal["message"], refusal.get("param"))
     return int(answer["input_tokens"])
 
 

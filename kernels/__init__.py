@@ -5,34 +5,45 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from importlib import import_module
+from typing import Any
 
 import torch
 
 from kernels import _launch
-from kernels.apply_logits_processors import apply_logits_processors, apply_logits_processors_ref
-from kernels.paged_decode_attention import paged_decode_attention, paged_decode_attention_ref
-from kernels.prefill_attention import prefill_attention, prefill_attention_ref
-from kernels.rms_norm import rms_norm, rms_norm_ref
-from kernels.rotary_embedding import rotary_embedding, rotary_embedding_ref
-from kernels.silu_and_mul import silu_and_mul, silu_and_mul_ref
-from kernels.store_kv_cache import store_kv_cache, store_kv_cache_ref
 
 BACKENDS = ("triton", "torch")
 
 
 @dataclass(frozen=True, slots=True)
 class KernelOps:
-    """The seven ops the model and sampler call, all from one backend."""
+    """The ops the model and sampler call, all from one backend.
+
+    Its fields after `backend` are the one list of op names: each names kernels/<op>.py,
+    whose launcher `<op>` (Triton) or reference `<op>_ref` (torch) get_ops binds to it.
+    A new kernel is a new module with that triad and a new field here.
+    """
 
     backend: str
-    rms_norm: Callable
-    rotary_embedding: Callable
-    silu_and_mul: Callable
-    store_kv_cache: Callable
-    paged_decode_attention: Callable
-    prefill_attention: Callable
-    apply_logits_processors: Callable
+    rms_norm: Callable[..., Any]
+    rotary_embedding: Callable[..., Any]
+    silu_and_mul: Callable[..., Any]
+    store_kv_cache: Callable[..., Any]
+    paged_decode_attention: Callable[..., Any]
+    prefill_attention: Callable[..., Any]
+    apply_logits_processors: Callable[..., Any]
+
+
+OPS: tuple[str, ...] = tuple(field.name for field in fields(KernelOps) if field.name != "backend")
+# Imported now, not on first use: triton decides whether to interpret a kernel when the
+# kernel is defined (see _launch.INTERPRETING).
+_MODULES = {op: import_module(f"kernels.{op}") for op in OPS}
+# `kernels.<op>` is the op's launcher and `kernels.<op>_ref` its reference. Bound here
+# because importing kernels/<op>.py made `kernels.<op>` that module.
+for _op, _module in _MODULES.items():
+    globals()[_op] = getattr(_module, _op)
+    globals()[f"{_op}_ref"] = getattr(_module, f"{_op}_ref")
 
 
 def resolve_backend(name: str = "auto") -> str:
@@ -71,46 +82,10 @@ def resolve_backend(name: str = "auto") -> str:
 def get_ops(backend: str) -> KernelOps:
     """The op set for a backend ("triton", "torch", or "auto", resolved first)."""
     backend = resolve_backend(backend)
-    if backend == "triton":
-        return KernelOps(
-            backend="triton",
-            rms_norm=rms_norm,
-            rotary_embedding=rotary_embedding,
-            silu_and_mul=silu_and_mul,
-            store_kv_cache=store_kv_cache,
-            paged_decode_attention=paged_decode_attention,
-            prefill_attention=prefill_attention,
-            apply_logits_processors=apply_logits_processors,
-        )
+    suffix = "" if backend == "triton" else "_ref"
     return KernelOps(
-        backend="torch",
-        rms_norm=rms_norm_ref,
-        rotary_embedding=rotary_embedding_ref,
-        silu_and_mul=silu_and_mul_ref,
-        store_kv_cache=store_kv_cache_ref,
-        paged_decode_attention=paged_decode_attention_ref,
-        prefill_attention=prefill_attention_ref,
-        apply_logits_processors=apply_logits_processors_ref,
+        backend=backend, **{op: getattr(_MODULES[op], op + suffix) for op in OPS}
     )
 
 
-__all__ = [
-    "BACKENDS",
-    "KernelOps",
-    "get_ops",
-    "resolve_backend",
-    "apply_logits_processors",
-    "apply_logits_processors_ref",
-    "paged_decode_attention",
-    "paged_decode_attention_ref",
-    "prefill_attention",
-    "prefill_attention_ref",
-    "rms_norm",
-    "rms_norm_ref",
-    "rotary_embedding",
-    "rotary_embedding_ref",
-    "silu_and_mul",
-    "silu_and_mul_ref",
-    "store_kv_cache",
-    "store_kv_cache_ref",
-]
+__all__ = ["BACKENDS", "OPS", "KernelOps", "get_ops", "resolve_backend"]

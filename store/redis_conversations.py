@@ -51,13 +51,13 @@ class RedisConversations:
         with translated_errors():
             values = await self._redis.hmget(ConversationKeys(conversation_id).meta, fields)
         created_at, metadata, owner = values
-        if created_at is None:
+        if created_at is None or metadata is None:
             return None
         return StoredConversation(
             conversation=conversation_object(
                 conversation_id, int(created_at), json.loads(metadata)
             ),
-            owner=owner.decode() if owner is not None else None,
+            owner=(owner.decode() if isinstance(owner, bytes) else owner) if owner is not None else None,
         )
 
     async def update_conversation(

@@ -107,12 +107,12 @@ class RedisStore(RedisConversations, Store):
         with translated_errors():
             values = await self._redis.hmget(ResponseKeys(response_id).meta, fields)
         response, status, owner, next_seq, cancelled = values
-        if response is None:
+        if response is None or status is None or next_seq is None:
             return None
         return StoredResponse(
             response=json.loads(response),
-            status=status.decode(),
-            owner=owner.decode() if owner is not None else None,
+            status=_text(status),
+            owner=_text(owner) if owner is not None else None,
             next_seq=int(next_seq),
             cancelled=cancelled is not None,
         )
@@ -129,7 +129,8 @@ class RedisStore(RedisConversations, Store):
 
     async def raw_events(self, response_id: str, from_seq: int = 0) -> list[bytes]:
         with translated_errors():
-            return list(await self._redis.lrange(ResponseKeys(response_id).events, max(from_seq, 0), -1))
+            values = await self._redis.lrange(ResponseKeys(response_id).events, max(from_seq, 0), -1)
+        return [value if isinstance(value, bytes) else value.encode() for value in values]
 
     async def follow_sse(
         self, response_id: str, after: int = -1, *, idle_timeout_s: float | None = None
@@ -164,7 +165,7 @@ class RedisStore(RedisConversations, Store):
                     await _next_notification(pubsub, wait)
         finally:
             with contextlib.suppress(RedisError, OSError):
-                await pubsub.aclose()
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def input_items(
         self,
@@ -215,3 +216,7 @@ async def _next_notification(pubsub: PubSub, timeout: float) -> None:
         return
     while await pubsub.get_message(ignore_subscribe_messages=True, timeout=0) is not None:
         pass
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

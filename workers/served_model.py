@@ -6,10 +6,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from events import ModelCard, RequestAccepted
 from workers.tool_prompt import ToolPrompt
+
+if TYPE_CHECKING:  # torch-heavy: imported when a model is loaded, not with this module
+    from workers.engine.grammar import GrammarCompiler
+    from workers.engine.llm_engine import LLMEngine
+    from workers.engine.sampling_params import SamplingParams
+    from workers.model.loader import LoadedModel
+    from workers.settings import WorkerSettings
 
 log = logging.getLogger("spate.worker.model")
 
@@ -49,7 +56,8 @@ class EngineModel:
     """A real model behind the continuous-batching engine."""
 
     def __init__(
-        self, loaded: Any, engine: Any, served_name: str, worker_id: str, grammars: Any
+        self, loaded: LoadedModel, engine: LLMEngine, served_name: str, worker_id: str,
+        grammars: GrammarCompiler,
     ) -> None:
         self.loaded = loaded
         self.engine = engine
@@ -101,10 +109,10 @@ class EngineModel:
         )
         return text, self.loaded.tokenizer.encode(text)
 
-    def sampling_params(self, request: RequestAccepted) -> Any:
+    def sampling_params(self, request: RequestAccepted) -> SamplingParams:
         """The engine's parameters, with the answer's grammar compiled (milliseconds, cached;
         run off the event loop)."""
-        from workers.engine.sampling_params import SamplingParams
+        from workers.engine.sampling_params import sampling_params_of
         from workers.structured_output import ConstraintError, compile_answer_grammar
 
         sampling = request.sampling
@@ -121,29 +129,7 @@ class EngineModel:
             grammar = compile_answer_grammar(self.grammars, request)
         except ConstraintError as error:
             raise InvalidRequest(str(error), param=error.param) from error
-        return SamplingParams(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            top_k=sampling.top_k,
-            min_p=sampling.min_p,
-            presence_penalty=sampling.presence_penalty,
-            frequency_penalty=sampling.frequency_penalty,
-            repetition_penalty=sampling.repetition_penalty,
-            seed=sampling.seed,
-            stop=list(sampling.stop),
-            stop_token_ids=list(sampling.stop_token_ids),
-            ignore_eos=sampling.ignore_eos,
-            max_tokens=sampling.max_output_tokens,
-            logit_bias=dict(sampling.logit_bias),
-            logprobs=sampling.top_logprobs,
-            include_stop_str_in_output=sampling.include_stop_str_in_output,
-            skip_special_tokens=sampling.skip_special_tokens,
-            spaces_between_special_tokens=sampling.spaces_between_special_tokens,
-            thinking_token_budget=request.thinking_token_budget,
-            priority=request.priority,
-            cache_salt=request.cache_salt,
-            grammar=grammar,
-        )
+        return sampling_params_of(request, grammar)
 
     def token_text(self, token_id: int) -> str:
         return self.loaded.tokenizer.decode([token_id], skip_special_tokens=False)
@@ -152,13 +138,14 @@ class EngineModel:
         return self.loaded.tokenizer.decode(token_ids, skip_special_tokens=False)
 
 
-def load_engine_model(settings: Any) -> EngineModel:
+def load_engine_model(settings: WorkerSettings) -> EngineModel:
     """Load the configured model and build its engine (seconds; run off the event loop)."""
     import torch
 
-    from workers.engine import EngineConfig, LLMEngine
+    from workers.engine.config import EngineConfig
     from workers.engine.grammar import GrammarCompiler
-    from workers.model import load_model, serving_dtype
+    from workers.engine.llm_engine import LLMEngine
+    from workers.model.loader import load_model, serving_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = serving_dtype(device) if settings.dtype == "auto" else getattr(torch, settings.dtype)

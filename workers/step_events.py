@@ -4,11 +4,15 @@ think block closing, function calls, and every token id on some tokens.generated
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from events import ReasoningEnded, RequestAccepted, TokenLogprob, TokensGenerated, Usage
 from workers.tool_call_events import EventSpec, ToolCallEvents
 from workers.tool_calls import callable_tools
+
+if TYPE_CHECKING:  # the engine imports torch; this module is read without it
+    from workers.engine.llm_engine import RequestOutput
+    from workers.engine.output_processor import Delta
 
 
 class StepEvents:
@@ -23,7 +27,7 @@ class StepEvents:
         # Splits the answer into message text and function calls, when it may call any.
         self.tool_calls = ToolCallEvents(request) if callable_tools(request) else None
 
-    def of(self, output: Any) -> list[EventSpec]:
+    def of(self, output: RequestOutput) -> list[EventSpec]:
         """The events of one step, not counting generation.finished."""
         if self.tool_calls is not None and output.replayed_deltas:
             self.tool_calls.catch_up(
@@ -47,7 +51,7 @@ class StepEvents:
             events.extend(self.tool_calls.on_finish(output.finish_reason))
         return self._with_token_ids(events, tuple(output.new_token_ids))
 
-    def _answer_events(self, delta: Any) -> list[EventSpec]:
+    def _answer_events(self, delta: Delta) -> list[EventSpec]:
         logprobs = self._logprobs(delta)
         if self.tool_calls is None:
             return [(TokensGenerated, {"channel": "text", "text": delta.text, "logprobs": logprobs})]
@@ -66,7 +70,7 @@ class StepEvents:
         events.append((TokensGenerated, {"channel": channel, "text": "", "token_ids": token_ids}))
         return events
 
-    def _logprobs(self, delta: Any) -> tuple[TokenLogprob, ...] | None:
+    def _logprobs(self, delta: Delta) -> tuple[TokenLogprob, ...] | None:
         if not delta.logprobs:
             return None
         text = self._token_text
@@ -76,10 +80,12 @@ class StepEvents:
                 top_logprobs=tuple((text(token_id), logprob) for token_id, logprob in entry.top_logprobs),
             )
             for entry in delta.logprobs
+            # Tokens replayed from an earlier worker have none: theirs were streamed then.
+            if entry is not None
         )
 
 
-def usage_of(output: Any) -> Usage:
+def usage_of(output: RequestOutput) -> Usage:
     return Usage(
         input_tokens=output.num_prompt_tokens,
         output_tokens=output.num_output_tokens,

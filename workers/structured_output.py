@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any
 
+from xgrammar import CompiledGrammar
+
 from events import AnswerConstraint, RequestAccepted, ToolDefinition
 from workers.engine.grammar import GrammarCompiler, GrammarError
 from workers.tool_calls import CLOSE_TAG, OPEN_TAG, callable_tools
@@ -83,7 +85,9 @@ def constraint_format(constraint: AnswerConstraint | None) -> dict[str, Any] | N
     return {"type": "grammar", "grammar": constraint.grammar}
 
 
-def compile_answer_grammar(compiler: GrammarCompiler, request: RequestAccepted) -> Any:
+def compile_answer_grammar(
+    compiler: GrammarCompiler, request: RequestAccepted
+) -> CompiledGrammar | None:
     """The compiled grammar of the request's answer, or None when it is free."""
     fmt = answer_format(request)
     if fmt is None:
@@ -99,8 +103,9 @@ def compile_answer_grammar(compiler: GrammarCompiler, request: RequestAccepted) 
 def _culprit(compiler: GrammarCompiler, request: RequestAccepted) -> str:
     """Compiles each part alone to find the field whose grammar fails."""
     parts = [(tool.param, call_tag(tool)) for tool in callable_tools(request)]
-    if request.answer_constraint is not None:
-        parts.append((request.answer_constraint.param, constraint_format(request.answer_constraint)))
+    constraint = constraint_format(request.answer_constraint)
+    if request.answer_constraint is not None and constraint is not None:
+        parts.append((request.answer_constraint.param, constraint))
     for param, fmt in parts:
         try:
             compiler.compile(fmt)

@@ -71,7 +71,7 @@ class ToolCallParser:
             if self._call is None:
                 text = self._feed_text(text, pieces)
             else:
-                text = self._feed_call(text, pieces)
+                text = self._feed_call(self._call, text, pieces)
         return pieces
 
     def finish(self) -> list[Piece]:
@@ -112,8 +112,7 @@ class ToolCallParser:
             self._text = self._text[ready:]
         return ""
 
-    def _feed_call(self, text: str, pieces: list[Piece]) -> str:
-        call = self._call
+    def _feed_call(self, call: _CallScanner, text: str, pieces: list[Piece]) -> str:
         rest = call.feed(text)
         self._report(call, pieces)
         if not call.closed:

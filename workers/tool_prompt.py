@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from events import ChatMessage, RequestAccepted, ToolDefinition
-from workers.chat_template import ChatTemplate
+from workers.model.chat_template import ChatTemplate
 from workers.tool_calls import CLOSE_TAG, OPEN_TAG
 
 TOOLS_PROMPT = """# Tools
@@ -116,8 +116,8 @@ def _written_out(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
             calls = [_written_call(call.name, call.arguments) for call in message.tool_calls]
             current["content"] = "\n".join([message.content, *calls] if message.content else calls)
         rendered.append(current)
-    for message in rendered:
-        message.pop("tool_results", None)
+    for turn in rendered:
+        turn.pop("tool_results", None)
     return rendered
 
 

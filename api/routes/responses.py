@@ -101,7 +101,7 @@ async def check_model(journal: Journal, body: ResponsesRequest) -> ModelCard:
     if card is None:
         raise APIError(404, f"The model '{body.model}' does not exist.", param="model",
                        code="model_not_found")
-    if body.thinking_token_budget not in (None, -1) and not card.supports_reasoning:
+    if body.thinking_token_budget is not None and not card.supports_reasoning:
         raise APIError(
             400,
             f"The model '{body.model}' has no reasoning markers, so 'thinking_token_budget' cannot apply.",
@@ -207,7 +207,7 @@ async def json_reply(
         await events.close()
     response = state.response()
     error = response.get("error") or {}
-    status = ERROR_STATUS.get(error.get("code"))
+    status = ERROR_STATUS.get(error.get("code") or "")
     if response["status"] == "failed" and status is not None and not response["output"]:
         last = next(e for e in reversed(state.sse_events) if e["type"] == "error")
         raise APIError(status, error["message"], param=last.get("param"), code=error["code"])

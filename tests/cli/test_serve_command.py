@@ -7,10 +7,13 @@ from pathlib import Path
 import redis
 
 from cli.main import _parser, serve_store, serve_worker_command
+from cli.settings import CliSettings
+from workers.settings import WorkerSettings
 
 
-def worker_command(argv: list[str], cpus: int, environ: dict[str, str] | None = None) -> list[str]:
-    return serve_worker_command(_parser().parse_args(["serve", *argv]), cpus, environ or {})
+def worker_command(argv: list[str], cpus: int, num_threads: int | None = None) -> list[str]:
+    worker = WorkerSettings(num_threads=num_threads)
+    return serve_worker_command(_parser().parse_args(["serve", *argv]), cpus, worker)
 
 
 def threads_flag(command: list[str]) -> str | None:
@@ -25,8 +28,8 @@ def test_worker_leaves_one_core_to_the_api_and_nats() -> None:
 
 def test_an_explicit_thread_count_wins() -> None:
     assert threads_flag(worker_command(["--num-threads", "2"], cpus=2)) == "2"
-    # Set in the environment, the worker reads it itself.
-    assert threads_flag(worker_command([], cpus=2, environ={"SPATE_NUM_THREADS": "2"})) is None
+    # Set in the environment (SPATE_NUM_THREADS), the worker reads it itself.
+    assert threads_flag(worker_command([], cpus=2, num_threads=2)) is None
 
 
 def test_model_flags_reach_the_worker() -> None:
@@ -42,7 +45,7 @@ def serve_args(argv: list[str]) -> argparse.Namespace:
 
 def test_store_flag_starts_a_redis_keeping_its_data_in_the_store_dir(tmp_path: Path) -> None:
     data = tmp_path / "store"
-    server = serve_store(serve_args(["--store", "--store-dir", str(data)]), environ={})
+    server = serve_store(serve_args(["--store"]), CliSettings(store_url=None, store_dir=str(data)))
     assert server is not None
     try:
         client = redis.Redis.from_url(server.url)
@@ -56,6 +59,26 @@ def test_store_flag_starts_a_redis_keeping_its_data_in_the_store_dir(tmp_path: P
 
 
 def test_no_redis_without_the_flag_or_with_a_store_url() -> None:
-    assert serve_store(serve_args([]), environ={}) is None
-    named = {"SPATE_STORE_URL": "redis://elsewhere:6379/0"}
-    assert serve_store(serve_args(["--store"]), environ=named) is None
+    assert serve_store(serve_args([]), CliSettings(store_url=None)) is None
+    named = CliSettings(store_url="redis://elsewhere:6379/0")
+    assert serve_store(serve_args(["--store"]), named) is None
+
+
+def test_worker_settings_read_the_thread_count_from_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("SPATE_NUM_THREADS", "3")
+    assert threads_flag(serve_worker_command(_parser().parse_args(["serve"]), 8,
+                                             WorkerSettings())) is None
+
+
+def test_serve_settings_come_from_the_settings_classes(monkeypatch) -> None:
+    from api.settings import ApiSettings
+    from cli.settings import CliSettings
+
+    monkeypatch.setenv("SPATE_PORT", "9123")
+    monkeypatch.setenv("SPATE_NATS_STORE_DIR", "/tmp/js")
+    monkeypatch.setenv("SPATE_LOG_LEVEL", "WARNING")
+    args = _parser().parse_args(["serve", "--host", "0.0.0.0"])
+    api = ApiSettings(host=args.host)
+    assert (api.host, api.port) == ("0.0.0.0", 9123)
+    cli = CliSettings()
+    assert (cli.nats_store_dir, cli.log_level, cli.nats_url) == ("/tmp/js", "WARNING", None)

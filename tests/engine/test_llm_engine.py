@@ -21,7 +21,7 @@ QUESTIONS = (
 
 
 def greedy(max_tokens: int, **overrides) -> SamplingParams:
-    return SamplingParams(temperature=0.0, max_tokens=max_tokens, **overrides)
+    return SamplingParams(temperature=0.0, max_output_tokens=max_tokens, **overrides)
 
 
 def generate_alone(make_engine, prompt, params):
@@ -68,12 +68,12 @@ def test_concurrent_greedy_requests_match_each_run_alone(
 
 def test_seeded_sampling_is_the_same_alone_and_in_a_busy_batch(make_engine, render_prompt):
     prompt, _ = render_prompt("Tell me a story about a dragon.")
-    seeded = SamplingParams(temperature=0.9, top_p=0.95, seed=1234, max_tokens=24, ignore_eos=True)
+    seeded = SamplingParams(temperature=0.9, top_p=0.95, seed=1234, max_output_tokens=24, ignore_eos=True)
     alone = generate_alone(make_engine, prompt, seeded).token_ids
     engine = make_engine()
     for index, question in enumerate(QUESTIONS[:4]):
         engine.add_request(
-            f"unseeded{index}", render_prompt(question)[0], SamplingParams(max_tokens=30)
+            f"unseeded{index}", render_prompt(question)[0], SamplingParams(max_output_tokens=30)
         )
         engine.add_request(f"greedy{index}", render_prompt(question)[0], greedy(10))
     engine.step()  # the seeded one joins a batch that is already decoding
@@ -81,7 +81,7 @@ def test_seeded_sampling_is_the_same_alone_and_in_a_busy_batch(make_engine, rend
     together = run_to_completion(engine)
     assert together["seeded"].token_ids == alone
     other_seed = SamplingParams(
-        temperature=0.9, top_p=0.95, seed=99, max_tokens=24, ignore_eos=True
+        temperature=0.9, top_p=0.95, seed=99, max_output_tokens=24, ignore_eos=True
     )
     assert generate_alone(make_engine, prompt, other_seed).token_ids != alone
 
@@ -198,7 +198,7 @@ def test_resumed_request_continues_exactly_like_the_uninterrupted_run(make_engin
 
 def test_resumed_seeded_request_continues_its_random_stream(make_engine, render_prompt):
     prompt, _ = render_prompt("Tell me a story about a dragon.")
-    params = SamplingParams(temperature=1.0, seed=7, max_tokens=20, ignore_eos=True)
+    params = SamplingParams(temperature=1.0, seed=7, max_output_tokens=20, ignore_eos=True)
     full = generate_alone(make_engine, prompt, params).token_ids
     engine = make_engine()
     engine.add_request("resumed", prompt, params, output_token_ids=full[:8])
@@ -240,7 +240,7 @@ def test_preempted_sequences_finish_with_the_same_tokens(make_engine, render_pro
 
 def test_logprobs_report_the_sampled_token_and_alternatives(make_engine, render_prompt):
     prompt, _ = render_prompt("What is the capital of France?")
-    generation = generate_alone(make_engine, prompt, greedy(5, logprobs=3))
+    generation = generate_alone(make_engine, prompt, greedy(5, top_logprobs=3))
     logprobs = [
         entry
         for output in generation.outputs
@@ -273,7 +273,7 @@ def test_invalid_requests_are_rejected(make_engine, render_prompt):
 def test_prefill_uses_every_core_and_decode_the_configured_threads(make_engine, render_prompt):
     import torch
 
-    from workers.host import usable_cpu_count
+    from workers.model.host import usable_cpu_count
 
     before = torch.get_num_threads()
     try:

@@ -133,8 +133,8 @@ def test_replayed_draws_continue_the_seeded_stream():
 def test_logprobs_come_from_the_processed_logits_before_temperature():
     logits = random_logits(2, seed=4)
     seqs = [
-        make_sequence(SamplingParams(temperature=0.0, logprobs=2)),
-        make_sequence(SamplingParams(temperature=5.0, logprobs=0)),
+        make_sequence(SamplingParams(temperature=0.0, top_logprobs=2)),
+        make_sequence(SamplingParams(temperature=5.0, top_logprobs=0)),
     ]
     sampled = make_sampler()(logits.clone(), seqs, [None, None])
     expected = logits.log_softmax(dim=-1)

@@ -1,22 +1,32 @@
-"""SamplingParams and EngineConfig: normalization and rejection of invalid settings."""
+"""SamplingParams and EngineConfig: built from the request event as it is, and invalid
+settings refused for direct engine users."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
+from events import RequestAccepted, SamplingSettings
 from workers.engine.config import EngineConfig
-from workers.engine.sampling_params import SamplingParams
+from workers.engine.sampling_params import SamplingParams, sampling_params_of
 
 
-def test_off_values_are_normalized():
-    params = SamplingParams(top_k=-1, thinking_token_budget=-1)
-    assert params.top_k == 0
+def test_built_from_the_request_event_field_for_field():
+    sampling = SamplingSettings(temperature=0.3, top_k=-1, stop="x", logit_bias={"5": 250.0},
+                                max_output_tokens=9, top_logprobs=2)
+    request = RequestAccepted(response_id="resp_1", seq=0, model="m", messages=(),
+                              sampling=sampling, thinking_token_budget=-1, priority=2,
+                              cache_salt="s")
+    params = sampling_params_of(request, grammar="g")
+    assert {name: getattr(params, name) for name in SamplingSettings.model_fields} == dict(sampling)
+    assert (params.top_k, params.stop, params.logit_bias) == (0, ("x",), {5: 100.0})
     assert params.thinking_token_budget is None
+    assert (params.priority, params.cache_salt, params.grammar) == (2, "s", "g")
 
 
-def test_logit_bias_is_clamped_and_keyed_by_int():
-    params = SamplingParams(logit_bias={"5": 250.0, 7: -300.0, 9: 1.5})
-    assert params.logit_bias == {5: 100.0, 7: -100.0, 9: 1.5}
+def test_every_event_setting_has_an_engine_field():
+    assert set(SamplingSettings.model_fields) <= {field.name for field in fields(SamplingParams)}
 
 
 def test_greedy_and_penalty_flags():
@@ -32,17 +42,16 @@ def test_greedy_and_penalty_flags():
         {"temperature": -0.1},
         {"top_p": 0.0},
         {"top_p": 1.5},
-        {"top_k": -2},
+        {"top_k": -1},
         {"min_p": 1.5},
         {"presence_penalty": 2.5},
         {"frequency_penalty": -3.0},
         {"repetition_penalty": 0.0},
-        {"max_tokens": 0},
-        {"logprobs": 21},
-        {"thinking_token_budget": -2},
-        {"thinking_token_budget": 1.5},
-        {"thinking_token_budget": True},
-        {"stop": [""]},
+        {"max_output_tokens": 0},
+        {"top_logprobs": 21},
+        {"thinking_token_budget": -1},
+        {"logit_bias": {5: 250.0}},
+        {"stop": ("",)},
     ],
 )
 def test_invalid_sampling_params_are_rejected(settings):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import pytest
 
 from events import (
+    AnyEvent,
+    CancelRequested,
     ChatMessage,
+    Event,
     GenerationFailed,
     GenerationFinished,
     GenerationStarted,
@@ -19,6 +24,7 @@ from events import (
     encode,
     fold,
 )
+from events.fold import LOG_EVENT_TYPES, UnknownEventType
 
 RID = "resp_abc"
 
@@ -166,3 +172,30 @@ def test_codec_round_trip_every_event() -> None:
         GenerationFailed(response_id=RID, seq=1, code="c", message="m", param="input"),
     ):
         assert decode(encode(event)) == event
+
+
+class SummaryWritten(Event):
+    """An event type a newer writer might add, which this fold has never heard of."""
+
+    type: Literal["summary.written"] = "summary.written"
+    v: Literal[1] = 1
+
+
+@pytest.mark.parametrize(
+    "stranger",
+    [SummaryWritten(response_id=RID, seq=1),
+     CancelRequested(response_id=RID, seq=1),
+     {"type": "tokens.generated", "seq": 1}],
+)
+def test_an_event_the_fold_does_not_know_fails_loudly(stranger: object) -> None:
+    state = fold([accepted()])
+    with pytest.raises(UnknownEventType, match="no case for"):
+        state.apply(stranger)
+    done = fold(log_of(started(), finished("stop", 1)))
+    with pytest.raises(UnknownEventType):
+        done.apply(stranger)
+
+
+def test_every_log_event_the_codec_knows_has_a_case() -> None:
+    (union, _) = get_args(AnyEvent)
+    assert set(get_args(union)) - {CancelRequested} == set(LOG_EVENT_TYPES)

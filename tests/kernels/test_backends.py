@@ -1,5 +1,6 @@
 """kernels.get_ops and kernels.resolve_backend: which implementations a backend name binds."""
 
+import importlib
 import os
 import subprocess
 import sys
@@ -11,15 +12,14 @@ import torch
 import kernels
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-OP_NAMES = (
-    "rms_norm",
-    "rotary_embedding",
-    "silu_and_mul",
-    "store_kv_cache",
-    "paged_decode_attention",
-    "prefill_attention",
-    "apply_logits_processors",
-)
+OP_NAMES = kernels.OPS
+
+
+@pytest.mark.parametrize("op", OP_NAMES)
+def test_each_op_is_a_module_holding_its_triad(op):
+    module = importlib.import_module(f"kernels.{op}")
+    for name in (f"_{op}_kernel", op, f"{op}_ref"):
+        assert callable(getattr(module, name, None)), f"kernels/{op}.py lacks {name}"
 
 
 def test_torch_backend_binds_the_references():

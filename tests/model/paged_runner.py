@@ -67,7 +67,6 @@ class PagedRunner:
             block_tables=torch.tensor(tables, dtype=torch.int32),
             context_lens=torch.tensor([self.lengths[seq] for seq in chunks], dtype=torch.int32),
             cu_seqlens_q=torch.tensor(cu_seqlens, dtype=torch.int32),
-            max_q_len=max(q_lens),
         )
         with torch.inference_mode():
             hidden = self.model(

@@ -15,14 +15,13 @@ def _metadata(**changes):
         block_tables=torch.zeros(2, 3, dtype=torch.int32),
         context_lens=torch.tensor([2, 3], dtype=torch.int32),
         cu_seqlens_q=torch.tensor([0, 2, 5], dtype=torch.int32),
-        max_q_len=3,
     )
     fields.update(changes)
     return AttentionMetadata(**fields)
 
 
 def test_valid_metadata():
-    assert _metadata().max_q_len == 3
+    assert _metadata().is_prefill
     decode = _metadata(is_prefill=False, cu_seqlens_q=None, slot_mapping=torch.arange(2))
     assert decode.cu_seqlens_q is None
 

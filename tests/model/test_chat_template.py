@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from workers.chat_template import ChatTemplate, ChatTemplateError, thinking_variant
+from workers.model.chat_template import ChatTemplate, ChatTemplateError, thinking_variant
 
 CONVERSATIONS = [
     [{"role": "user", "content": "What is the capital of France?"}],

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from workers.detokenizer import IncrementalDetokenizer
+from workers.model.detokenizer import IncrementalDetokenizer
 
 
 def _deltas(tokenizer, ids, **kwargs) -> list[str]:
@@ -58,7 +58,8 @@ def test_prompt_context_is_not_emitted(smollm2):
     prompt = tokenizer.encode("<|im_start|>assistant\n")
     answer = tokenizer.encode("The capital is Paris.")
     detokenizer = IncrementalDetokenizer(tokenizer, prompt_token_ids=prompt)
-    assert detokenizer.push_many(answer) + detokenizer.flush() == "The capital is Paris."
+    text = "".join(detokenizer.push(token_id) for token_id in answer)
+    assert text + detokenizer.flush() == "The capital is Paris."
     assert detokenizer.output_token_ids == answer
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import kernels
 from workers.model import DEFAULT_MODEL, CausalLM, load_model
 
 
@@ -15,15 +14,6 @@ def test_loaded_model_parts(smollm2):
     assert not any(p.requires_grad for p in smollm2.model.parameters())
     assert smollm2.model.embed_tokens.weight.dtype == torch.float32
     assert smollm2.config is smollm2.model.config
-
-
-def test_use_ops_switches_every_layer(tiny_qwen3):
-    model = tiny_qwen3.loaded.model
-    ops = kernels.get_ops("torch")
-    model.use_ops(ops)
-    holders = [module for module in model.modules() if hasattr(module, "ops")]
-    assert len(holders) > model.config.num_layers
-    assert all(module.ops is ops for module in holders)
 
 
 @pytest.mark.parametrize("spec", ["no-such-model", "/no/such/path.gguf", "README.md"])

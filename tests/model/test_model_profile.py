@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.model_profile import ModelProfile, detect_profile
+from workers.model.model_profile import ModelProfile, detect_profile
 
 THINKING = ModelProfile("m", 100, reasoning_start="<think>", reasoning_end="</think>")
 
@@ -68,7 +68,7 @@ def test_markers_found_in_the_template_alone():
 
 
 def test_generation_config_gives_the_default_sampling() -> None:
-    from workers.model_profile import detect_profile
+    from workers.model.model_profile import detect_profile
 
     profile = detect_profile("m", 128, {}, None, {"temperature": 0.6, "top_p": 0.95, "do_sample": True,
                                                     "top_k": 20, "eos_token_id": 2})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from events import ChatMessage, RequestAccepted, ToolCall, ToolDefinition
-from workers.chat_template import ChatTemplate
+from workers.model.chat_template import ChatTemplate
 from workers.tool_prompt import ToolPrompt, renders_tools
 
 WEATHER = ToolDefinition(name="get_weather", description="Weather in a city.",

@@ -164,7 +164,7 @@ class BlockManager:
         else:
             raise RuntimeError("no free KV block; the scheduler must check before allocating")
         block = self.blocks[block_id]
-        if self._is_cached(block):
+        if block.hash is not None and self._is_cached(block):
             del self.hash_to_block_id[block.hash]
         block.hash = None
         block.ref_count = 1

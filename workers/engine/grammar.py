@@ -16,7 +16,7 @@ import torch
 import xgrammar as xgr
 
 from workers.engine.sequence import Sequence
-from workers.tokenizer import Tokenizer
+from workers.model.tokenizer import Tokenizer
 
 # Compiled grammars kept for reuse across requests (xgrammar's own cache, keyed by source).
 GRAMMAR_CACHE_BYTES = 256 * 1024 * 1024
@@ -89,10 +89,11 @@ def picks_next_token(seq: Sequence, forced_token_id: int | None) -> bool:
 def advance(seq: Sequence, token_id: int, forced_token_id: int | None) -> bool:
     """Feeds a token the sequence just produced to its grammar, if the grammar chose it.
     Call before the think state sees the token. True when the grammar has terminated."""
-    if not picks_next_token(seq, forced_token_id):
+    grammar = seq.grammar
+    if grammar is None or not picks_next_token(seq, forced_token_id):
         return False
-    seq.grammar.accept(token_id)
-    return seq.grammar.terminated
+    grammar.accept(token_id)
+    return grammar.terminated
 
 
 class GrammarMasks:
@@ -107,7 +108,11 @@ class GrammarMasks:
             self._bitmask = xgr.allocate_token_bitmask(len(seqs), self.vocab_size)
         bitmask = self._bitmask[: len(seqs)]
         # A grammar state that allows every token needs no masking.
-        masked = [row for row in rows if seqs[row].grammar.matcher.fill_next_token_bitmask(bitmask, row)]
+        masked = [
+            row for row in rows
+            if (grammar := seqs[row].grammar) is not None
+            and grammar.matcher.fill_next_token_bitmask(bitmask, row)
+        ]
         if not masked:
             return
         xgr.apply_token_bitmask_inplace(

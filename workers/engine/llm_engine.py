@@ -5,6 +5,7 @@ it from a thread of its own."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from collections.abc import Sequence as TokenIds
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ from workers.engine.sampling_params import SamplingParams
 from workers.engine.scheduler import Scheduler
 from workers.engine.sequence import Sequence
 from workers.engine.thinking_budget import ReasoningMarkers, ThinkEvent, ThinkingBudget
-from workers.model import LoadedModel
+from workers.model.loader import LoadedModel
 
 
 @dataclass(slots=True)
@@ -101,8 +102,8 @@ class LLMEngine:
                 f"{self.max_model_len}-token limit"
             )
         max_num_tokens = self.max_model_len
-        if params.max_tokens is not None:
-            max_num_tokens = min(max_num_tokens, len(prompt_token_ids) + params.max_tokens)
+        if params.max_output_tokens is not None:
+            max_num_tokens = min(max_num_tokens, len(prompt_token_ids) + params.max_output_tokens)
         seq = Sequence(
             request_id, next(self._arrival_orders), prompt_token_ids, params, max_num_tokens
         )
@@ -139,7 +140,7 @@ class LLMEngine:
         if seq.params.seed is not None and not seq.params.greedy:
             seq.num_random_draws_to_replay = len(output_token_ids)
 
-    def _check_token_ids(self, token_ids, what: str) -> None:
+    def _check_token_ids(self, token_ids: Iterable[int], what: str) -> None:
         for token_id in token_ids:
             if not 0 <= token_id < self.vocab_size:
                 raise ValueError(f"{what} token id {token_id} is outside the vocabulary")
@@ -197,11 +198,12 @@ class LLMEngine:
         finish_reason: str | None,
     ) -> RequestOutput:
         closed = event is ThinkEvent.CLOSED_BY_MODEL or event is ThinkEvent.CLOSED_BY_BUDGET
+        reasoning_ended = event.value if closed and event is not None else None
         return RequestOutput(
             request_id=seq.request_id,
             deltas=self.output_processor.take_deltas(seq),
             new_token_ids=new_token_ids,
-            reasoning_ended=event.value if closed else None,
+            reasoning_ended=reasoning_ended,
             finished=finish_reason is not None,
             finish_reason=finish_reason,
             num_prompt_tokens=seq.num_prompt_tokens,

@@ -3,21 +3,15 @@
 
 from __future__ import annotations
 
-from itertools import pairwise
-
 import torch
 
 import kernels
 from workers.engine.config import EngineConfig
 from workers.engine.sampler import Sampler, SamplerOutput
 from workers.engine.sequence import Sequence
-from workers.host import available_host_memory, usable_cpu_count
-from workers.model import (
-    AttentionMetadata,
-    LoadedModel,
-    allocate_kv_cache,
-    kv_cache_bytes_per_block,
-)
+from workers.model.attention import AttentionMetadata, allocate_kv_cache, kv_cache_bytes_per_block
+from workers.model.host import available_host_memory, usable_cpu_count
+from workers.model.loader import LoadedModel
 
 KV_CACHE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -49,7 +43,7 @@ class ModelRunner:
         )
         self.sampler = Sampler(self.ops, self.model_config.vocab_size, self.device)
 
-    def _use_backend(self, requested: str):
+    def _use_backend(self, requested: str) -> kernels.KernelOps:
         """The model was built with the ops of some backend; if the engine is configured
         for another, every module's ops are switched to it."""
         if requested == "auto":
@@ -61,7 +55,7 @@ class ModelRunner:
         if getattr(self.model.ops, "backend", None) != backend:
             for module in self.model.modules():
                 if hasattr(module, "ops"):
-                    module.ops = ops
+                    setattr(module, "ops", ops)  # noqa: B010 (nn.Module types its attributes as tensors)
         return ops
 
     def _num_blocks_from_memory(self, config: EngineConfig, kv_dtype: torch.dtype) -> int:
@@ -85,18 +79,20 @@ class ModelRunner:
         threads = self.prefill_threads if is_prefill else self.decode_threads
         if threads and threads != torch.get_num_threads():
             torch.set_num_threads(threads)
+        last_token_rows: torch.Tensor | None = None
         if is_prefill:
             input_ids, positions, attn, last_token_rows = self._prepare_prefill(seqs)
         else:
             input_ids, positions, attn = self._prepare_decode(seqs)
-            last_token_rows = None
         hidden = self.model(input_ids, positions, attn, self.kv_caches)
         if last_token_rows is not None:
             hidden = hidden[last_token_rows]
         logits = self.model.compute_logits(hidden)
         return self.sampler(logits, seqs, forced_token_ids)
 
-    def _prepare_prefill(self, seqs: list[Sequence]):
+    def _prepare_prefill(
+        self, seqs: list[Sequence]
+    ) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata, torch.Tensor]:
         """Every sequence contributes the tokens past its cached prefix; the prefix's keys and
         values are read from the cache by the attention op."""
         block_size = self.block_size
@@ -123,7 +119,6 @@ class ModelRunner:
                 [seq.num_tokens for seq in seqs], dtype=torch.int32, device=device
             ),
             cu_seqlens_q=torch.tensor(cu_seqlens_q, dtype=torch.int32, device=device),
-            max_q_len=max(end - begin for begin, end in pairwise(cu_seqlens_q)),
         )
         last_token_rows = torch.tensor(
             [end - 1 for end in cu_seqlens_q[1:]], dtype=torch.int64, device=device
@@ -135,12 +130,14 @@ class ModelRunner:
             last_token_rows,
         )
 
-    def _prepare_decode(self, seqs: list[Sequence]):
+    def _prepare_decode(
+        self, seqs: list[Sequence]
+    ) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
         """One token per sequence: the last one, whose key and value are not cached yet."""
         block_size = self.block_size
-        input_ids = []
-        positions = []
-        slot_mapping = []
+        input_ids: list[int] = []
+        positions: list[int] = []
+        slot_mapping: list[int] = []
         for seq in seqs:
             position = seq.num_tokens - 1
             input_ids.append(seq.token_ids[-1])

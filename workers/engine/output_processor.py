@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from workers.detokenizer import IncrementalDetokenizer
 from workers.engine.sampler import TokenLogprob
 from workers.engine.sequence import Sequence
 from workers.engine.thinking_budget import ThinkEvent, ThinkingBudget
-from workers.tokenizer import Tokenizer
+from workers.model.detokenizer import IncrementalDetokenizer
+from workers.model.tokenizer import Tokenizer
 
 REASONING = "reasoning"
 TEXT = "text"
@@ -26,7 +26,9 @@ class Delta:
     channel: str
     text: str
     token_ids: list[int]
-    logprobs: list[TokenLogprob] | None = None
+    # One entry per token when logprobs were asked for; a token replayed from an earlier
+    # worker has None (its logprob was streamed back then).
+    logprobs: list[TokenLogprob | None] | None = None
 
 
 @dataclass(slots=True)
@@ -76,13 +78,14 @@ class OutputProcessor:
     ) -> str | None:
         """Adds the text of a token just appended to `seq` to this step's deltas; returns
         the finish reason, which a stop string may set."""
-        state = seq.output_state
+        state = _state_of(seq)
         if finish_reason == "stop" and not seq.params.include_stop_str_in_output:
             # An EOS or stop token ends the output without text of its own.
             return self._finish(seq) or finish_reason
         state.pending_token_ids.append(token_id)
         state.pending_logprobs.append(logprob)
-        if think_event is not None:
+        if think_event is not None and self.thinking is not None:
+            # Think events come only from a ThinkingBudget, so `thinking` is set here.
             markers = self.thinking.markers
             marker = (
                 markers.start_token_ids
@@ -108,14 +111,14 @@ class OutputProcessor:
         return None
 
     def take_deltas(self, seq: Sequence) -> list[Delta]:
-        state = seq.output_state
+        state = _state_of(seq)
         deltas, state.deltas = state.deltas, []
         return deltas
 
     def _release(self, seq: Sequence, count: int) -> str | None:
         """Gives the first `count` pending tokens to the current channel; "stop" if their
         text completes a stop string."""
-        state = seq.output_state
+        state = _state_of(seq)
         if count <= 0:
             return None
         token_ids = state.pending_token_ids[:count]
@@ -123,16 +126,16 @@ class OutputProcessor:
         del state.pending_token_ids[:count]
         del state.pending_logprobs[:count]
         text = "".join(state.detokenizer.push(token_id) for token_id in token_ids)
-        reported_logprobs = logprobs if seq.params.logprobs is not None else None
+        reported_logprobs = logprobs if seq.params.top_logprobs is not None else None
         if state.channel == REASONING or not seq.params.stop:
             self._emit(state, text, token_ids, reported_logprobs)
             return None
         return self._emit_checking_stop_strings(seq, text, token_ids, reported_logprobs)
 
     def _emit_checking_stop_strings(
-        self, seq: Sequence, text: str, token_ids: list[int], logprobs: list | None
+        self, seq: Sequence, text: str, token_ids: list[int], logprobs: list[TokenLogprob | None] | None
     ) -> str | None:
-        state = seq.output_state
+        state = _state_of(seq)
         held = state.held_text + text
         params = seq.params
         earliest: tuple[int, str] | None = None
@@ -154,7 +157,7 @@ class OutputProcessor:
         return None
 
     def _flush_channel(self, seq: Sequence) -> None:
-        state = seq.output_state
+        state = _state_of(seq)
         text = state.held_text + state.detokenizer.flush()
         state.held_text = ""
         self._emit(state, text, [], None)
@@ -163,13 +166,13 @@ class OutputProcessor:
         """Ends the output: tokens that waited for a marker that never came are plain
         tokens of their channel after all, and held text that opened no stop string goes
         out. Returns "stop" if those last tokens complete a stop string."""
-        stop_reason = self._release(seq, len(seq.output_state.pending_token_ids))
+        stop_reason = self._release(seq, len(_state_of(seq).pending_token_ids))
         if stop_reason is None:
             self._flush_channel(seq)
         return stop_reason
 
     @staticmethod
-    def _emit(state: OutputState, text: str, token_ids: list[int], logprobs: list | None) -> None:
+    def _emit(state: OutputState, text: str, token_ids: list[int], logprobs: list[TokenLogprob | None] | None) -> None:
         if not text and not token_ids:
             return
         last = state.deltas[-1] if state.deltas else None
@@ -187,6 +190,12 @@ class OutputProcessor:
         return IncrementalDetokenizer(
             self.tokenizer, seq.params.skip_special_tokens, prompt_token_ids=seq.token_ids[:start]
         )
+
+
+def _state_of(seq: Sequence) -> OutputState:
+    if seq.output_state is None:
+        raise RuntimeError(f"OutputProcessor.begin was not called for {seq.request_id!r}")
+    return seq.output_state
 
 
 def _overlap(text: str, stop: str) -> int:

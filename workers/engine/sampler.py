@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kernels import KernelOps
 from workers.engine.grammar import GrammarMasks, picks_next_token
 from workers.engine.sequence import Sequence
 
@@ -36,7 +37,7 @@ class SamplerOutput:
 
 
 class Sampler:
-    def __init__(self, ops, vocab_size: int, device: torch.device) -> None:
+    def __init__(self, ops: KernelOps, vocab_size: int, device: torch.device) -> None:
         self.ops = ops
         self.vocab_size = vocab_size
         self.device = device
@@ -58,7 +59,7 @@ class Sampler:
         ]
         if grammar_rows:
             self._grammar_masks.apply(logits, seqs, grammar_rows)
-        logprob_rows = [row for row, seq in enumerate(seqs) if seq.params.logprobs is not None]
+        logprob_rows = [row for row, seq in enumerate(seqs) if seq.params.top_logprobs is not None]
         # Taken before sampling, which rescales and truncates the logits.
         log_probs = logits[logprob_rows].log_softmax(dim=-1) if logprob_rows else None
         sampled_rows = [row for row, seq in enumerate(seqs) if not seq.params.greedy]
@@ -129,10 +130,12 @@ class Sampler:
         )
 
     def _empty_history(self, batch: int, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._zero_counts is None or self._zero_counts.shape[0] < batch:
-            self._zero_counts = torch.zeros((batch, vocab_size), dtype=torch.int32, device=self.device)
-            self._zero_mask = torch.zeros((batch, vocab_size), dtype=torch.bool, device=self.device)
-        return self._zero_counts[:batch], self._zero_mask[:batch]
+        counts, mask = self._zero_counts, self._zero_mask
+        if counts is None or mask is None or counts.shape[0] < batch:
+            counts = torch.zeros((batch, vocab_size), dtype=torch.int32, device=self.device)
+            mask = torch.zeros((batch, vocab_size), dtype=torch.bool, device=self.device)
+            self._zero_counts, self._zero_mask = counts, mask
+        return counts[:batch], mask[:batch]
 
     @staticmethod
     def _token_logprobs(
@@ -142,13 +145,15 @@ class Sampler:
         # stay valid JSON.
         log_probs = log_probs.clamp_(min=LOWEST_LOGPROB)
         sampled = log_probs.gather(1, token_ids[:, None]).squeeze(1).tolist()
-        num_top = max(seq.params.logprobs for seq in seqs)
-        top_values, top_ids = log_probs.topk(num_top, dim=-1) if num_top else (None, None)
-        top_values = top_values.tolist() if top_values is not None else None
-        top_ids = top_ids.tolist() if top_ids is not None else None
+        # Only rows that asked for logprobs come here, so every count is set.
+        counts = [seq.params.top_logprobs or 0 for seq in seqs]
+        top_values: list[list[float]] = []
+        top_ids: list[list[int]] = []
+        if max(counts):
+            values, ids = log_probs.topk(max(counts), dim=-1)
+            top_values, top_ids = values.tolist(), ids.tolist()
         results = []
-        for row, seq in enumerate(seqs):
-            count = seq.params.logprobs
+        for row, count in enumerate(counts):
             top = list(zip(top_ids[row][:count], top_values[row][:count], strict=True)) if count else []
             results.append(TokenLogprob(int(token_ids[row]), sampled[row], top))
         return results
@@ -180,16 +185,18 @@ class Sampler:
             ).uniform_()
         for row, seq in enumerate(seqs):
             if seq.params.seed is not None:
-                noise[row] = self._seeded_uniform(seq, probs.shape[1], probs.dtype)
+                noise[row] = self._seeded_uniform(seq, seq.params.seed, probs.shape[1], probs.dtype)
         # -log(U) is Exp(1); drawn this way because uniform_ is several times faster than
         # exponential_ on CPU, and this runs over the whole vocabulary every step.
         exponential = noise.log_().neg_()
         return probs.div_(exponential).argmax(dim=-1)
 
-    def _seeded_uniform(self, seq: Sequence, vocab_size: int, dtype: torch.dtype) -> torch.Tensor:
+    def _seeded_uniform(
+        self, seq: Sequence, seed: int, vocab_size: int, dtype: torch.dtype
+    ) -> torch.Tensor:
         if seq.generator is None:
             seq.generator = torch.Generator(device=self.device)
-            seq.generator.manual_seed(seq.params.seed)
+            seq.generator.manual_seed(seed)
             # A resumed request makes the draws its earlier tokens made, so it continues
             # exactly as the uninterrupted run would have.
             for _ in range(seq.num_random_draws_to_replay):

@@ -1,13 +1,27 @@
-"""Per-request sampling settings: how each next token is chosen and when generation stops."""
+"""Per-request sampling settings as the engine's hot path reads them: how each next token
+is chosen and when generation stops.
+
+The settings are defined, bounded and normalized once, by the request event
+(events/sampling_settings.py); `sampling_params_of` takes them from there as they are.
+The checks below only guard direct engine users (tests, benchmarks) against values the
+event would have refused, with the event's own limits.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-# OpenAI's logit_bias range; larger magnitudes would only mean "always" or "never".
-LOGIT_BIAS_LIMIT = 100.0
-MAX_TOP_LOGPROBS = 20
+from events import RequestAccepted
+from events.request_settings import (
+    LOGIT_BIAS_LIMIT,
+    MAX_TOP_LOGPROBS,
+    PENALTY_LIMIT,
+)
+
+if TYPE_CHECKING:
+    from xgrammar import CompiledGrammar
+
 # Below this temperature, sampling is indistinguishable from argmax and dividing by it
 # would overflow, so the request is treated as greedy.
 GREEDY_TEMPERATURE = 1e-5
@@ -15,76 +29,58 @@ GREEDY_TEMPERATURE = 1e-5
 
 @dataclass(slots=True)
 class SamplingParams:
+    # One field per SamplingSettings field, same name and meaning (tests hold them in step).
     temperature: float = 1.0
     top_p: float = 1.0
-    # 0 or -1 turns top-k off.
+    # 0 turns top-k off.
     top_k: int = 0
     min_p: float = 0.0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     seed: int | None = None
-    stop: list[str] = field(default_factory=list)
-    stop_token_ids: list[int] = field(default_factory=list)
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
-    # None generates until a stop condition or the context length.
-    max_tokens: int | None = None
-    logit_bias: dict[int, float] = field(default_factory=dict)
-    # Number of top alternatives to report per token; None reports no logprobs at all.
-    logprobs: int | None = None
-    include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
-    # Tokens a think block may hold before its end marker is forced; None (or -1) is
-    # unlimited, 0 closes the block at once.
+    include_stop_str_in_output: bool = False
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    # None generates until a stop condition or the context length.
+    max_output_tokens: int | None = None
+    # Number of top alternatives to report per token; None reports no logprobs at all.
+    top_logprobs: int | None = None
+    # The request's other settings the engine acts on. Tokens a think block may hold before its end marker is forced; None is unlimited,
+    # 0 closes the block at once.
     thinking_token_budget: int | None = None
     # Lower runs first; ties go to the earlier request.
     priority: int = 0
     # Requests with different salts never share cached KV blocks.
     cache_salt: str | None = None
     # An xgrammar CompiledGrammar the answer (never the reasoning) must match; None: free.
-    grammar: Any = None
+    grammar: CompiledGrammar | None = None
 
     def __post_init__(self) -> None:
-        if self.temperature < 0.0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must lie in (0, 1], got {self.top_p}")
-        if self.top_k == -1:
-            self.top_k = 0
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be -1, 0 or positive, got {self.top_k}")
-        if not 0.0 <= self.min_p <= 1.0:
-            raise ValueError(f"min_p must lie in [0, 1], got {self.min_p}")
+        # Above the request limit is still well defined (a flatter distribution).
+        _require(self.temperature >= 0.0, "temperature", self.temperature)
+        _require(0.0 < self.top_p <= 1.0, "top_p", self.top_p)
+        _require(self.top_k >= 0, "top_k", self.top_k)
+        _require(0.0 <= self.min_p <= 1.0, "min_p", self.min_p)
         for name in ("presence_penalty", "frequency_penalty"):
             value = getattr(self, name)
-            if not -2.0 <= value <= 2.0:
-                raise ValueError(f"{name} must lie in [-2, 2], got {value}")
-        if self.repetition_penalty <= 0.0:
-            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
-        if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
-            raise ValueError(f"logprobs must lie in [0, {MAX_TOP_LOGPROBS}], got {self.logprobs}")
-        if self.thinking_token_budget == -1:
-            self.thinking_token_budget = None
-        if self.thinking_token_budget is not None and (
-            isinstance(self.thinking_token_budget, bool)
-            or not isinstance(self.thinking_token_budget, int)
-            or self.thinking_token_budget < 0
-        ):
-            raise ValueError(
-                "thinking_token_budget must be -1, None or a non-negative integer, "
-                f"got {self.thinking_token_budget!r}"
-            )
-        if any(not isinstance(text, str) or not text for text in self.stop):
-            raise ValueError("stop strings must be non-empty strings")
-        self.stop = list(self.stop)
-        self.stop_token_ids = [int(token_id) for token_id in self.stop_token_ids]
-        self.logit_bias = {
-            int(token_id): min(max(float(bias), -LOGIT_BIAS_LIMIT), LOGIT_BIAS_LIMIT)
-            for token_id, bias in self.logit_bias.items()
-        }
+            _require(-PENALTY_LIMIT <= value <= PENALTY_LIMIT, name, value)
+        _require(self.repetition_penalty > 0.0, "repetition_penalty", self.repetition_penalty)
+        _require(all(text for text in self.stop), "stop", self.stop)
+        _require(
+            all(abs(bias) <= LOGIT_BIAS_LIMIT for bias in self.logit_bias.values()),
+            "logit_bias", self.logit_bias,
+        )
+        _require(self.max_output_tokens is None or self.max_output_tokens >= 1,
+                 "max_output_tokens", self.max_output_tokens)
+        _require(self.top_logprobs is None or 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS,
+                 "top_logprobs", self.top_logprobs)
+        _require(self.thinking_token_budget is None or self.thinking_token_budget >= 0,
+                 "thinking_token_budget", self.thinking_token_budget)
 
     @property
     def greedy(self) -> bool:
@@ -97,3 +93,24 @@ class SamplingParams:
             or self.frequency_penalty != 0.0
             or self.repetition_penalty != 1.0
         )
+
+
+def _require(holds: bool, name: str, value: object) -> None:
+    if not holds:
+        raise ValueError(f"{name} may not be {value!r}: a request could not set it")
+
+
+def sampling_params_of(
+    request: RequestAccepted, grammar: CompiledGrammar | None = None
+) -> SamplingParams:
+    """The engine's parameters for an accepted request: its sampling settings field for
+    field, already validated and normalized by the event model, plus the request's
+    thinking budget, priority and cache salt."""
+    return SamplingParams(
+        **dict(request.sampling),
+        thinking_token_budget=request.thinking_token_budget,
+        priority=request.priority,
+        cache_salt=request.cache_salt,
+        grammar=grammar,
+    )
+

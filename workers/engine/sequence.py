@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence as TokenIds
 from enum import Enum, auto
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from workers.engine.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
+    import torch
+
     from workers.engine.grammar import AnswerGrammar
     from workers.engine.output_processor import OutputState
 
@@ -60,7 +62,7 @@ class Sequence:
         self.status = SequenceStatus.WAITING
         self.token_ids: list[int] = [*prompt_token_ids, *output_token_ids]
         self.num_prompt_tokens = len(prompt_token_ids)
-        # Prompt plus output may not grow past this (the context length, or max_tokens).
+        # Prompt plus output may not grow past this (the context length, or max_output_tokens).
         self.max_num_tokens = max_num_tokens
         self.block_table: list[int] = []
         # Leading tokens whose KV came from the prefix cache at the latest allocation.
@@ -74,7 +76,7 @@ class Sequence:
         self.num_reasoning_tokens = 0
         # A torch.Generator for seeded requests, created by the sampler on first use so that
         # this module and the scheduler stay free of torch.
-        self.generator: Any = None
+        self.generator: torch.Generator | None = None
         # Random draws a resumed seeded request makes before its first new token, so its
         # generator stands where the uninterrupted run's stood.
         self.num_random_draws_to_replay = 0
@@ -103,17 +105,9 @@ class Sequence:
         return self.token_ids[: self.num_prompt_tokens]
 
     @property
-    def last_token_id(self) -> int:
-        return self.token_ids[-1]
-
-    @property
     def schedule_key(self) -> tuple[int, int]:
         """Lower keys run first and are preempted last."""
         return (self.params.priority, self.arrival_order)
-
-    @property
-    def is_finished(self) -> bool:
-        return self.status is SequenceStatus.FINISHED
 
     def num_blocks(self, block_size: int) -> int:
         return (len(self.token_ids) + block_size - 1) // block_size

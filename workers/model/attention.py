@@ -26,7 +26,6 @@ class AttentionMetadata:
     block_tables: torch.Tensor  # [B, M] int32
     context_lens: torch.Tensor  # [B] int32, cached tokens after this step's are stored
     cu_seqlens_q: torch.Tensor | None = None  # [B + 1] int32, prefill only
-    max_q_len: int = 1
 
     def __post_init__(self) -> None:
         if self.is_prefill and self.cu_seqlens_q is None:

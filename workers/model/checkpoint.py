@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from workers.model.config import ModelConfig
-from workers.tokenizer import Tokenizer
+from workers.model.tokenizer import Tokenizer
 
 NamedTensors = Iterator[tuple[str, torch.Tensor]]
 
@@ -29,4 +30,4 @@ class Checkpoint:
     eos_token: str | None
     read_weights: Callable[[torch.dtype], NamedTensors]
     # generation_config.json of a Hugging Face folder (recommended sampling values).
-    generation_config: dict = field(default_factory=dict)
+    generation_config: dict[str, Any] = field(default_factory=dict)

@@ -13,7 +13,7 @@ from tqdm import tqdm
 from workers.model.checkpoint import Checkpoint, NamedTensors
 from workers.model.config import ModelConfig
 from workers.model.gguf_tokenizer import build_gguf_tokenizer
-from workers.tokenizer import Tokenizer, chat_eos_token_ids
+from workers.model.tokenizer import Tokenizer, chat_eos_token_ids
 
 SUPPORTED_ARCHITECTURES = ("llama", "qwen3")
 

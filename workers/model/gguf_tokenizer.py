@@ -94,7 +94,7 @@ def build_gguf_tokenizer(
         token if set(token) <= spelled else "".join(alphabet[b] for b in token.encode()): index
         for index, token in enumerate(tokens)
     }
-    pairs = [tuple(merge.split(" ", 1)) for merge in merges]
+    pairs = [(left, right) for left, right in (merge.split(" ", 1) for merge in merges)]
     backend = Tokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
     backend.pre_tokenizer = _pre_tokenizer(pre)
     backend.decoder = decoders.ByteLevel()

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from workers.model.checkpoint import Checkpoint, NamedTensors
 from workers.model.config import ModelConfig
-from workers.tokenizer import Tokenizer, chat_eos_token_ids
+from workers.model.tokenizer import Tokenizer, chat_eos_token_ids
 
 ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3"}
 
@@ -23,7 +23,8 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     with path.open(encoding="utf-8") as file:
-        return json.load(file)
+        data: dict[str, Any] = json.load(file)
+    return data
 
 
 def _ids(value: Any) -> list[int]:
@@ -35,8 +36,8 @@ def _ids(value: Any) -> list[int]:
 def _token_text(value: Any) -> str | None:
     """tokenizer_config.json spells special tokens as a string or as an AddedToken dict."""
     if isinstance(value, dict):
-        return value.get("content")
-    return value
+        value = value.get("content")
+    return value if isinstance(value, str) else None
 
 
 def read_hf_config(raw: dict[str, Any]) -> ModelConfig:
@@ -114,8 +115,9 @@ def read_hf_directory(directory: Path, name: str | None = None) -> Checkpoint:
     bos_token = _token_text(tokenizer_config.get("bos_token"))
     eos_token = _token_text(tokenizer_config.get("eos_token"))
     eos_ids = list(config.eos_token_ids) + _ids(generation_config.get("eos_token_id"))
-    if eos_token is not None and backend.token_to_id(eos_token) is not None:
-        eos_ids.append(backend.token_to_id(eos_token))
+    eos_token_id = backend.token_to_id(eos_token) if eos_token is not None else None
+    if eos_token_id is not None:
+        eos_ids.append(eos_token_id)
     if not eos_ids:
         raise ValueError(f"{directory} names no eos token")
     if eos_token is None:

@@ -24,7 +24,10 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.ops = ops
 
-    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
+    def forward(
+        self, x: torch.Tensor, residual: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        # out alone, or (out, residual) when a residual is fused in, as ops.rms_norm returns.
         return self.ops.rms_norm(x, self.weight, self.eps, residual)
 
 
@@ -45,7 +48,8 @@ class SelfAttention(nn.Module):
         self.o_proj = nn.Linear(
             config.q_size, config.hidden_size, bias=config.attention_bias, dtype=dtype
         )
-        self.q_norm = self.k_norm = None
+        self.q_norm: RMSNorm | None = None
+        self.k_norm: RMSNorm | None = None
         if config.uses_qk_norm:
             self.q_norm = RMSNorm(config.head_dim, config.rms_norm_eps, ops, dtype)
             self.k_norm = RMSNorm(config.head_dim, config.rms_norm_eps, ops, dtype)
@@ -64,7 +68,7 @@ class SelfAttention(nn.Module):
         qkv = self.qkv_proj(hidden)
         q, k, v = qkv.split([config.q_size, config.kv_size, config.kv_size], dim=-1)
         head_dim = config.head_dim
-        if self.q_norm is not None:
+        if self.q_norm is not None and self.k_norm is not None:
             # The norm runs over each head's D values, so heads become rows.
             q = self.q_norm(q.reshape(-1, head_dim))
             k = self.k_norm(k.reshape(-1, head_dim))
@@ -139,7 +143,7 @@ class CausalLM(nn.Module):
             DecoderLayer(config, ops, dtype) for _ in range(config.num_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops, dtype)
-        self.lm_head = None
+        self.lm_head: nn.Linear | None = None
         # A prepacked copy of the tied embedding for the CPU path (see cpu_linear.py).
         self.tied_lm_head: nn.Module | None = None
         if not config.tie_word_embeddings:
@@ -176,12 +180,6 @@ class CausalLM(nn.Module):
             )
         hidden, _ = self.norm(hidden, residual)
         return hidden
-
-    def use_ops(self, ops: KernelOps) -> None:
-        """Switch every layer to another kernel backend (the weights stay where they are)."""
-        for module in self.modules():
-            if hasattr(module, "ops"):
-                module.ops = ops
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, H] -> logits [N, V] in fp32, whatever the model dtype."""

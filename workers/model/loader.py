@@ -9,15 +9,15 @@ from pathlib import Path
 import torch
 
 import kernels
-from workers.chat_template import ChatTemplate, thinking_variant
+from workers.model.chat_template import ChatTemplate, thinking_variant
 from workers.model.checkpoint import Checkpoint
 from workers.model.config import ModelConfig
 from workers.model.cpu_linear import PrepackedLinear, prepack_linears, prepacking_available
 from workers.model.gguf_loader import read_gguf
 from workers.model.hf_loader import read_hf_directory
 from workers.model.llama import CausalLM
-from workers.model_profile import ModelProfile, detect_profile
-from workers.tokenizer import Tokenizer
+from workers.model.model_profile import ModelProfile, detect_profile
+from workers.model.tokenizer import Tokenizer
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 

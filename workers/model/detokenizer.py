@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workers.tokenizer import Tokenizer
+from workers.model.tokenizer import Tokenizer
 
 _REPLACEMENT = "\ufffd"
 # Prompt tokens decoded ahead of the first output token: enough for a decoder that treats
@@ -62,9 +62,6 @@ class IncrementalDetokenizer:
         self._prefix_offset = self._read_offset
         self._read_offset = len(self._ids)
         return new_text[len(prefix_text) :]
-
-    def push_many(self, token_ids: Sequence[int]) -> str:
-        return "".join(self.push(token_id) for token_id in token_ids)
 
     def flush(self) -> str:
         """Whatever is held back, replacement characters included; call once at the end."""

@@ -30,11 +30,6 @@ class Tokenizer:
         ):
             if not 0 <= token_id < self.vocab_size:
                 raise ValueError(f"special token id {token_id} is outside the vocabulary")
-        self.all_special_ids: frozenset[int] = frozenset(
-            token_id
-            for token_id, added in backend.get_added_tokens_decoder().items()
-            if added.special
-        ) | frozenset(self.eos_token_ids)
 
     def encode(self, text: str, add_bos_token: bool = False) -> list[int]:
         """Token ids of `text`; special tokens written in the text become their single ids.

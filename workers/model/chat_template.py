@@ -26,7 +26,8 @@ class _GenerationBlock(Extension):
 
     def parse(self, parser: Any) -> list[nodes.Node]:
         next(parser.stream)
-        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        body: list[nodes.Node] = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return body
 
 
 def _raise_exception(message: str) -> None:

@@ -1,0 +1,24 @@
+"""Settings the `spate` command reads itself, from SPATE_* environment variables, before
+it hands over to a process's own settings (api/settings.py, workers/settings.py)."""
+
+from __future__ import annotations
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_STORE_DIR = ".spate/store"
+
+
+class CliSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SPATE_", extra="ignore")
+
+    # Every process's log level (a name the logging module knows).
+    log_level: str = "INFO"
+    # `spate serve` uses this NATS when it is set, and starts an embedded nats-server
+    # when it is not; the API and worker read their own (api/settings.py).
+    nats_url: str | None = None
+    # JetStream data folder of the embedded nats-server; None: a temporary one.
+    nats_store_dir: str | None = None
+    # `spate serve --store` uses this store when it is set, and starts an embedded
+    # redis-server (its data in `store_dir`) when it is not.
+    store_url: str | None = None
+    store_dir: str = DEFAULT_STORE_DIR

@@ -1,0 +1,117 @@
+"""Each request setting's bounds and special values, defined once.
+
+The request event validates and normalizes with these types, the API's request model
+reuses them for its 400s, and the engine imports the limits. A new setting's rule goes
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, Strict
+from pydantic_core import PydanticCustomError
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+MAX_TEMPERATURE = 2.0
+# Presence and frequency penalties lie in [-PENALTY_LIMIT, PENALTY_LIMIT].
+PENALTY_LIMIT = 2.0
+# OpenAI's logit_bias range; larger magnitudes would only mean "always" or "never".
+LOGIT_BIAS_LIMIT = 100.0
+MAX_TOP_LOGPROBS = 20
+# What a client sends for "no limit on thinking" and for "no top-k" (vLLM's spelling);
+# the event carries None and 0 instead, so nothing past it ever sees the sentinel.
+OFF_SENTINEL = -1
+TOP_K_DISABLED = 0
+
+# The type of an error whose message the contract fixes word for word (SPEC.md): the API
+# answers it as is, without its usual "Invalid value for ..." prefix.
+FIXED_MESSAGE_ERROR = "fixed_message"
+BUDGET_MESSAGE = "`thinking_token_budget` must be a non-negative integer or -1 for unlimited."
+
+
+def thinking_token_budget_of(value: Any) -> int | None:
+    """None (unlimited) for absent or -1; a non-negative int as it is. Booleans and floats
+    are refused even where pydantic would coerce them: the contract names integers only."""
+    if value is None:
+        return None
+    if type(value) is not int or value < OFF_SENTINEL:
+        raise PydanticCustomError(FIXED_MESSAGE_ERROR, BUDGET_MESSAGE)
+    return None if value == OFF_SENTINEL else value
+
+
+def _top_k_of(value: int) -> int:
+    # -1 (vLLM's "off") and 0 (OpenAI's) mean the same; the event keeps one of them.
+    return TOP_K_DISABLED if value == OFF_SENTINEL else value
+
+
+def _stop_strings_of(value: Any) -> Any:
+    # JSON sends one string or an array; the event holds a tuple either way.
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    raise ValueError("Input should be a string or a list of strings")
+
+
+def _non_empty(strings: tuple[str, ...]) -> tuple[str, ...]:
+    if any(not text for text in strings):
+        raise ValueError("stop strings must not be empty")
+    return strings
+
+
+def _token_ids_of(value: Any) -> Any:
+    # JSON arrays arrive as lists; the event holds a tuple.
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    raise ValueError("Input should be a valid list")
+
+
+def _non_negative(token_ids: tuple[int, ...]) -> tuple[int, ...]:
+    if any(token_id < 0 for token_id in token_ids):
+        raise ValueError("token ids are non-negative integers")
+    return token_ids
+
+
+def _token_id_keys(value: Any) -> Any:
+    """JSON object keys are strings: "17" names token 17. Keys must be non-negative
+    integers, written in digits; the dict type below turns them into ints."""
+    if isinstance(value, dict) and any(
+        not (type(key) is int and key >= 0 or isinstance(key, str) and key.isdigit())
+        for key in value
+    ):
+        raise ValueError("keys must be integer token ids")
+    return value
+
+
+def _clamped(bias: dict[int, float]) -> dict[int, float]:
+    return {
+        token_id: min(max(value, -LOGIT_BIAS_LIMIT), LOGIT_BIAS_LIMIT)
+        for token_id, value in bias.items()
+    }
+
+
+Temperature = Annotated[float, Field(ge=0, le=MAX_TEMPERATURE)]
+TopP = Annotated[float, Field(gt=0, le=1)]
+# -1 or 0 turn top-k off; both arrive as 0.
+TopK = Annotated[int, Field(ge=OFF_SENTINEL), AfterValidator(_top_k_of)]
+MinP = Annotated[float, Field(ge=0, le=1)]
+Penalty = Annotated[float, Field(ge=-PENALTY_LIMIT, le=PENALTY_LIMIT)]
+RepetitionPenalty = Annotated[float, Field(gt=0)]
+Seed = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
+MaxOutputTokens = Annotated[int, Field(ge=1)]
+TopLogprobs = Annotated[int, Field(ge=0, le=MAX_TOP_LOGPROBS)]
+StopStrings = Annotated[
+    tuple[str, ...], BeforeValidator(_stop_strings_of), AfterValidator(_non_empty)
+]
+TokenIds = Annotated[tuple[int, ...], BeforeValidator(_token_ids_of), AfterValidator(_non_negative)]
+# Token id -> bias, clamped to [-LOGIT_BIAS_LIMIT, LOGIT_BIAS_LIMIT]. Keys convert from
+# digits even in a strict model (JSON keys are strings); values stay strict.
+LogitBias = Annotated[
+    dict[Annotated[int, Strict(False)], float],
+    BeforeValidator(_token_id_keys),
+    AfterValidator(_clamped),
+]
+# None is unlimited; -1 becomes None; 0 closes a think block at once.
+ThinkingTokenBudget = Annotated[int | None, BeforeValidator(thinking_token_budget_of)]
