@@ -85,3 +85,9 @@ class SyntheticServedModel:
 
     def sampling_params(self, request: RequestAccepted) -> _Params:
         return _Params(request.sampling.max_output_tokens)
+
+    def token_text(self, token_id: int) -> str:
+        return TOKEN_TEXT
+
+    def decode(self, token_ids: list[int]) -> str:
+        return TOKEN_TEXT * len(token_ids)

@@ -22,7 +22,7 @@ from events.codec import EventDecodeError
 from events.fold import TERMINAL_SSE_TYPES
 from journal import Delivery, DurableConsumer, Journal, JournalUnavailable
 from store.base import Store
-from store.errors import SeqGap, StoreUnavailable
+from store.errors import SeqGap, StoreError, StoreUnavailable
 
 log = logging.getLogger("spate.store.projector")
 
@@ -30,6 +30,8 @@ DURABLE_NAME = "spate-store"
 # Folds and "not stored" verdicts kept in memory; older ones are rebuilt when needed.
 CACHED_RESPONSES = 4096
 FETCH_BATCH = 256
+# How soon a batch the store could not take is delivered again.
+HAND_BACK_DELAY_S = 1.0
 
 
 class Projector:
@@ -58,10 +60,17 @@ class Projector:
                 await self._journal.wait_connected()
                 if self._feed is None:
                     self._feed = await self._journal.event_feed(DURABLE_NAME)
-                for delivery in await self._feed.fetch(FETCH_BATCH, timeout=1.0):
-                    await self._project(delivery)
+                deliveries = await self._feed.fetch(FETCH_BATCH, timeout=1.0)
+                for index, delivery in enumerate(deliveries):
+                    try:
+                        await self._project(delivery)
+                    except Exception:
+                        # Hand back this one and the rest of the batch: they come again
+                        # in a second, not after the consumer's ack wait.
+                        await _hand_back(deliveries[index:])
+                        raise
             except (StoreUnavailable, JournalUnavailable) as error:
-                # Unacked events come back after the ack wait: nothing is lost.
+                # The batch was handed back and comes again: nothing is lost.
                 log.warning("projection paused: %s", error)
                 await asyncio.sleep(1.0)
             except asyncio.CancelledError:
@@ -77,12 +86,7 @@ class Projector:
             log.error("dropping an undecodable event: %s", error)
             await delivery.term()
             return
-        try:
-            await self.apply(event, delivery.data)
-        except StoreUnavailable:
-            with contextlib.suppress(Exception):
-                await delivery.nak(delay=1.0)
-            raise
+        await self.apply(event, delivery.data)
         await delivery.ack()
 
     async def apply(self, event: Any, raw: bytes) -> None:
@@ -97,7 +101,14 @@ class Projector:
                 return
         if event.seq <= fold.last_seq:
             return
-        await self._append(fold, event, raw)
+        try:
+            await self._append(fold, event, raw)
+        except SeqGap:
+            # The store is behind this fold (a write that failed, another projector):
+            # refold from the store, fill from the log, and append once more.
+            fold = await self._catch_up(response_id, event.seq)
+            if fold is not None and event.seq > fold.last_seq:
+                await self._append(fold, event, raw)
 
     async def _append(self, fold: ResponseFold, event: Any, raw: bytes) -> None:
         response_id = event.response_id
@@ -113,8 +124,9 @@ class Projector:
                 owner=event.owner if first else None,
                 input_items=event.input_items if first else (),
             )
-        except SeqGap:
-            self._folds.pop(response_id, None)  # rebuilt from the store next time
+        except StoreError:
+            # The fold has this event and the store may not: rebuilt from the store next time.
+            self._folds.pop(response_id, None)
             raise
         if not applied:  # another projector was first, or the response was deleted
             self._folds.pop(response_id, None)
@@ -162,3 +174,8 @@ class Projector:
         while len(self._unstored) > CACHED_RESPONSES:
             self._unstored.popitem(last=False)
 
+
+async def _hand_back(deliveries: list[Delivery]) -> None:
+    for delivery in deliveries:
+        with contextlib.suppress(Exception):  # NATS away too: the ack wait brings them back
+            await delivery.nak(delay=HAND_BACK_DELAY_S)
