@@ -37,9 +37,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         app.state.store = None
         journal.start()
         projector = None
+        app.state.projector = None
         if settings.store_url:
             app.state.store = RedisStore(settings.store_url, settings.store_ttl_s)
-            projector = Projector(journal, app.state.store)
+            projector = app.state.projector = Projector(journal, app.state.store)
             projector.start()
         try:
             yield

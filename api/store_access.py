@@ -8,10 +8,16 @@ from fastapi import Request
 from api.errors import APIError
 from api.fields import STORE_ENV, store_field_message
 from store import Store
+from store.projector import Projector
 
 
 def store_or_none(request: Request) -> Store | None:
     return getattr(request.app.state, "store", None)
+
+
+def projector_of(request: Request) -> Projector:
+    projector: Projector = request.app.state.projector
+    return projector
 
 
 def response_not_found(response_id: str, param: str = "response_id", store_off: bool = False) -> APIError:

@@ -29,9 +29,18 @@ class Delivery:
     num_delivered: int
     _msg: Any
 
+    @property
+    def subject(self) -> str:
+        return str(self._msg.subject)
+
     async def ack(self) -> None:
         """Done: wait until JetStream has recorded it."""
         await self._msg.ack_sync()
+
+    async def ack_soon(self) -> None:
+        """Done, without waiting for JetStream to confirm it (for idempotent consumers,
+        to whom a lost ack costs only a redelivery)."""
+        await self._msg.ack()
 
     async def nak(self, delay: float | None = None) -> None:
         """Hand it back for another worker (after `delay` seconds)."""

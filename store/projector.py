@@ -30,6 +30,9 @@ DURABLE_NAME = "spate-store"
 # Folds and "not stored" verdicts kept in memory; older ones are rebuilt when needed.
 CACHED_RESPONSES = 4096
 FETCH_BATCH = 256
+SNAPSHOT_EVERY = 16
+FINISHED = frozenset({"completed", "incomplete", "failed", "cancelled"})
+SNAPSHOT_SSE_TYPES = frozenset({"response.output_item.added", "response.output_item.done"})
 # How soon a batch the store could not take is delivered again.
 HAND_BACK_DELAY_S = 1.0
 
@@ -61,14 +64,18 @@ class Projector:
                 if self._feed is None:
                     self._feed = await self._journal.event_feed(DURABLE_NAME)
                 deliveries = await self._feed.fetch(FETCH_BATCH, timeout=1.0)
-                for index, delivery in enumerate(deliveries):
-                    try:
-                        await self._project(delivery)
-                    except Exception:
-                        # Hand back this one and the rest of the batch: they come again
-                        # in a second, not after the consumer's ack wait.
-                        await _hand_back(deliveries[index:])
-                        raise
+                # Responses are independent: each one's events go in order, the
+                # responses of a batch side by side, so their store round trips overlap.
+                by_response: dict[str, list[Delivery]] = {}
+                for delivery in deliveries:
+                    by_response.setdefault(_response_id(delivery), []).append(delivery)
+                results = await asyncio.gather(
+                    *(self._project_all(batch) for batch in by_response.values()),
+                    return_exceptions=True,
+                )
+                failures = [result for result in results if isinstance(result, BaseException)]
+                if failures:
+                    raise failures[0]
             except (StoreUnavailable, JournalUnavailable) as error:
                 # The batch was handed back and comes again: nothing is lost.
                 log.warning("projection paused: %s", error)
@@ -79,6 +86,16 @@ class Projector:
                 log.exception("projection step failed")
                 await asyncio.sleep(1.0)
 
+    async def _project_all(self, deliveries: list[Delivery]) -> None:
+        """One response's deliveries in order; on a failure, this one and the rest are
+        handed back and come again in a second, not after the consumer's ack wait."""
+        for index, delivery in enumerate(deliveries):
+            try:
+                await self._project(delivery)
+            except Exception:
+                await _hand_back(deliveries[index:])
+                raise
+
     async def _project(self, delivery: Delivery) -> None:
         try:
             event = decode(delivery.data)
@@ -87,7 +104,20 @@ class Projector:
             await delivery.term()
             return
         await self.apply(event, delivery.data)
-        await delivery.ack()
+        # Not awaited: a lost ack only redelivers an event the store already has.
+        await delivery.ack_soon()
+
+    async def catch_up(self, response_id: str) -> bool:
+        """Bring the store up to everything the log holds for the response now, itself
+        rather than waiting for the shared consumer (read-your-writes for the replica
+        that served it); True when the stored response has ended."""
+        stored = await self._store.get_response(response_id)
+        if stored is not None and stored.status in FINISHED:
+            return True
+        for event in (await self._journal.read_log(response_id))[stored.next_seq if stored else 0:]:
+            await self.apply(event, encode(event))
+        stored = await self._store.get_response(response_id)
+        return stored is not None and stored.status in FINISHED
 
     async def apply(self, event: Any, raw: bytes) -> None:
         """Project one event (any order, any number of times)."""
@@ -115,12 +145,19 @@ class Projector:
         if isinstance(event, RequestAccepted) and not event.store:
             self._remember_unstored(response_id)
             return
+        status = fold.status
         produced = fold.apply(event)
         first = isinstance(event, RequestAccepted)
+        # The snapshot costs the whole Response: taken when the status or an item
+        # changes, and every SNAPSHOT_EVERY events between, not for every token.
+        snapshot = (
+            first or fold.status != status or fold.last_seq % SNAPSHOT_EVERY == 0
+            or any(sse["type"] in SNAPSHOT_SSE_TYPES for sse in produced)
+        )
         try:
             applied = await self._store.append(
                 response_id, event.seq, raw_event=raw, sse_events=produced,
-                status=fold.status or "queued", response=fold.response(),
+                status=fold.status or "queued", response=fold.response() if snapshot else None,
                 owner=event.owner if first else None,
                 input_items=event.input_items if first else (),
             )
@@ -179,3 +216,8 @@ async def _hand_back(deliveries: list[Delivery]) -> None:
     for delivery in deliveries:
         with contextlib.suppress(Exception):  # NATS away too: the ack wait brings them back
             await delivery.nak(delay=HAND_BACK_DELAY_S)
+
+
+def _response_id(delivery: Delivery) -> str:
+    """The response an event belongs to, from its subject (no decoding needed)."""
+    return delivery.subject.rsplit(".", 1)[-1]

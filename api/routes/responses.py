@@ -18,11 +18,11 @@ from api.deps import AdmissionDep, JournalDep, OwnerDep, SettingsDep, require_ap
 from api.errors import APIError
 from api.normalize import accept
 from api.request_model import ResponsesRequest
-from api.store_access import require_store_for_field, store_or_none
-from events import GenerationFailed, ModelCard, ResponseFold
+from api.store_access import projector_of, require_store_for_field, store_or_none
+from events import GenerationFailed, ModelCard, ResponseFold, encode
 from events.ids import new_response_id
 from journal import Journal, JournalUnavailable, LogFollower
-from store import Store
+from store import Store, StoreError
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
@@ -54,6 +54,8 @@ async def create_response(
     if body.background and not body.stream:
         # Nobody follows it: the work runs with no client attached.
         await journal.publish_request(event)
+        if event.store:  # a GET right after this answer finds it
+            await projector_of(request).apply(event, encode(event))
         return JSONResponse(ResponseFold().apply(event)[0]["response"])
     admission.admit()
     try:
@@ -68,7 +70,11 @@ async def create_response(
             sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect),
             ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
         )
-    return await json_reply(request, events, journal, admission, event.response_id)
+    reply = await json_reply(request, events, journal, admission, event.response_id)
+    if event.store:  # a GET right after this answer reads what it said
+        with contextlib.suppress(StoreError, JournalUnavailable):
+            await projector_of(request).catch_up(event.response_id)
+    return reply
 
 
 def stateful_store(request: Request, body: ResponsesRequest) -> Store | None:
