@@ -70,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="decode threads on a CPU (default: every usable core; prefill "
                         "uses every core)")
     worker.add_argument("--nats-url", default=None)
+
+    store = commands.add_parser(
+        "store", help="the store's projection alone (API replicas with the store on run one too)")
+    store.add_argument("--nats-url", default=None)
+    store.add_argument("--store-url", default=None, help="the response store, redis://host:port/db")
     return parser
 
 
@@ -112,6 +117,38 @@ def run_worker(args: argparse.Namespace) -> None:
         await Worker(settings, load_engine_model).run(stop)
 
     asyncio.run(main())
+
+
+def run_store(args: argparse.Namespace) -> int:
+    from journal import Journal
+    from store.projector import Projector
+    from store.redis_store import RedisStore
+
+    settings = ApiSettings(**_overrides(args, ["nats_url", "store_url"]))
+    if not settings.store_url:
+        logging.getLogger("spate.store").error("no store: set SPATE_STORE_URL or --store-url")
+        return 2
+    store_url = settings.store_url
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        journal = Journal(settings, name="spate-store")
+        store = RedisStore(store_url, settings.store_ttl_s)
+        projector = Projector(journal, store)
+        journal.start()
+        projector.start()
+        try:
+            await stop.wait()
+        finally:
+            await projector.stop()
+            await store.close()
+            await journal.close()
+
+    asyncio.run(main())
+    return 0
 
 
 def _wait_ready(url: str, children: list[subprocess.Popen[bytes]], timeout: float) -> bool:
@@ -226,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         run_api(args)
     elif args.command == "worker":
         run_worker(args)
+    elif args.command == "store":
+        return run_store(args)
     else:
         return run_serve(args)
     return 0
