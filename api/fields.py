@@ -38,8 +38,9 @@ FIELDS: dict[str, tuple[Treatment, str]] = {
     "user": (Treatment.ECHOED, ""),
     "text": (Treatment.HONORED, "format text, json_object or json_schema: the answer (after any reasoning) is constrained to it; verbosity is a no-op; echoed"),
     "store": (Treatment.HONORED, "the store is not enabled: the request runs unstored"),
-    "background": (Treatment.NEEDS_STORE, f"needs the store ({STORE_ENV})"),
-    "previous_response_id": (Treatment.NEEDS_STORE, f"needs the store ({STORE_ENV})"),
+    "background": (Treatment.NEEDS_STORE, f"needs the store ({STORE_ENV}); false or null is accepted"),
+    "previous_response_id": (Treatment.NEEDS_STORE, f"needs the store ({STORE_ENV}); null is accepted"),
+    "conversation": (Treatment.NEEDS_STORE, f"needs the store ({STORE_ENV}); null is accepted"),
 }
 
 FIELDS.update({
@@ -81,13 +82,26 @@ FIELDS.update({
 
 # Fields a text-only server without prompt templates cannot honor.
 for _name in ("prompt", "previous_input_messages", "media_io_kwargs", "mm_processor_kwargs",
-              "watermarking", "conversation", "context_management", "stream_options"):
+              "watermarking", "context_management", "stream_options"):
     FIELDS[_name] = (Treatment.REJECTED, "not supported: text-only server without prompt templates")
 
+# The value that leaves a refused field's feature off, where it is not null. Clients send
+# fields at their defaults (`background: false`, `previous_response_id: null`), and asking
+# for nothing must not be refused.
+OFF_VALUES: dict[str, object] = {"background": False}
 
-def rejection_message(name: str) -> str | None:
-    """The 400 message for a field this server refuses, or None when it takes it."""
+
+def is_off(name: str, value: object) -> bool:
+    """Whether `value` leaves the field's feature off: null, or the field's off value.
+    Compared by identity, so `0` does not pass for `false`."""
+    return value is None or value is OFF_VALUES.get(name)
+
+
+def rejection_message(name: str, value: object) -> str | None:
+    """The 400 message for a field this server refuses at `value`, or None when it takes it."""
     treatment, note = FIELDS[name]
+    if treatment in (Treatment.REJECTED, Treatment.NEEDS_STORE) and is_off(name, value):
+        return None
     if treatment is Treatment.REJECTED:
         return f"'{name}' is {note}."
     if treatment is Treatment.NEEDS_STORE:
