@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from api.admission import Admission
 from api.bus import Bus, BusUnavailable
 from api.errors import APIError, install_error_handlers
-from api.routes import health, models, responses
+from api.routes import health, models, responses, stored_responses
 from api.settings import ApiSettings
 
 
@@ -40,4 +40,5 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(responses.router)
+    app.include_router(stored_responses.router)
     return app
