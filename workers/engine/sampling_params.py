@@ -86,6 +86,18 @@ class SamplingParams:
             for token_id, bias in self.logit_bias.items()
         }
 
+    def ends_sequence(self, token_id: int, eos_token_ids: frozenset[int]) -> bool:
+        """Whether generating `token_id` ends the sequence: a stop token, or EOS unless
+        ignore_eos keeps it going."""
+        return token_id in self.stop_token_ids or (
+            token_id in eos_token_ids and not self.ignore_eos
+        )
+
+    def ending_token_ids(self, eos_token_ids: frozenset[int]) -> list[int]:
+        """Every token id for which `ends_sequence` holds."""
+        ending = [] if self.ignore_eos else list(eos_token_ids)
+        return ending + [token_id for token_id in self.stop_token_ids if token_id not in ending]
+
     @property
     def greedy(self) -> bool:
         return self.temperature < GREEDY_TEMPERATURE
