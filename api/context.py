@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.errors import APIError
+from api.errors import APIError, response_not_found
 from api.input_items import MessageItem
 from api.request_model import ResponsesRequest
-from api.store_access import conversation_not_found, response_not_found
+from api.store_access import conversation_not_found
 from api.stored_items import as_input, input_item_dicts
 from events import RequestAccepted
 from store import ItemPage, Store

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,10 +16,12 @@ from events.request_settings import FIXED_MESSAGE_ERROR
 
 log = logging.getLogger("spate.api")
 
+# OpenAI's API types an unknown model, response or route as a bad request too.
 _TYPE_BY_STATUS = {
     400: "invalid_request_error",
     401: "authentication_error",
-    404: "not_found_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
     413: "invalid_request_error",
     429: "rate_limit_error",
     503: "service_unavailable_error",
@@ -33,7 +36,7 @@ class APIError(Exception):
         *,
         param: str | None = None,
         code: str | None = None,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -54,6 +57,13 @@ class APIError(Exception):
 
     def response(self) -> JSONResponse:
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def response_not_found(response_id: str, *, param: str = "response_id", why: str = "") -> APIError:
+    """The 404 for a response id nothing knows, in OpenAI's words; `why` adds a sentence
+    (the store being off, say)."""
+    message = f"Response with id '{response_id}' not found."
+    return APIError(404, f"{message} {why}" if why else message, param=param, code="not_found")
 
 
 def param_path(loc: tuple[Any, ...]) -> str:
@@ -105,8 +115,14 @@ def install_error_handlers(app: FastAPI) -> None:
         return validation_error(error).response()
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
-        return APIError(error.status_code, str(error.detail)).response()
+    async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        # Routing's own 404 and 405 say only "Not Found"; OpenAI's API names the request.
+        message = str(error.detail)
+        if error.status_code == 404:
+            message = f"Invalid URL ({request.method} {request.url.path})"
+        elif error.status_code == 405:
+            message = f"Invalid method for URL ({request.method} {request.url.path})"
+        return APIError(error.status_code, message, headers=error.headers).response()
 
     @app.exception_handler(Exception)
     async def _bug(_: Request, error: Exception) -> JSONResponse:

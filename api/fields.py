@@ -91,10 +91,23 @@ for _name in ("prompt", "previous_input_messages", "media_io_kwargs", "mm_proces
               "watermarking", "context_management", "stream_options"):
     FIELDS[_name] = (Treatment.REJECTED, "not supported: text-only server without prompt templates")
 
+# The value that leaves a refused field's feature off, where it is not null. Clients send
+# fields at their defaults (`background: false`, `previous_response_id: null`), and asking
+# for nothing must not be refused.
+OFF_VALUES: dict[str, object] = {"background": False}
 
-def rejection_message(name: str) -> str | None:
-    """The 400 message for a field this server refuses, or None when it takes it."""
+
+def is_off(name: str, value: object) -> bool:
+    """Whether `value` leaves the field's feature off: null, or the field's off value.
+    Compared by identity, so `0` does not pass for `false`."""
+    return value is None or value is OFF_VALUES.get(name)
+
+
+def rejection_message(name: str, value: object) -> str | None:
+    """The 400 message for a field this server refuses at `value`, or None when it takes it."""
     treatment, note = FIELDS[name]
+    if treatment in (Treatment.REJECTED, Treatment.NEEDS_STORE) and is_off(name, value):
+        return None
     if treatment is Treatment.REJECTED:
         return f"'{name}' is {note}."
     return None

@@ -119,15 +119,16 @@ class ResponsesRequest(StrictModel):
     def _refuse_fields(cls, body: Any) -> Any:
         if not isinstance(body, dict):
             raise FieldRejected("", "The request body must be a JSON object.")
-        for name in body:
+        for name, value in body.items():
             if name not in FIELDS:
                 raise FieldRejected(name, f"Unknown parameter: '{name}'.")
-            message = rejection_message(name)
-            if message is not None and body[name] is not None:
+            message = rejection_message(name, value)
+            if message is not None:
                 raise FieldRejected(name, message)
         refuse_unknown_item_types(body.get("input"))
         refuse_unserved_tools(body.get("tools"), body.get("tool_choice"))
-        return body
+        # What is left of the fields the model does not hold is sent at its off value.
+        return {name: value for name, value in body.items() if name in cls.model_fields}
 
     @model_validator(mode="after")
     def _consistent_answer_rules(self) -> ResponsesRequest:

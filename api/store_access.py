@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from api.errors import APIError
+from api.errors import APIError, response_not_found
 from api.fields import STORE_ENV, store_field_message
 from store import Store
 from store.projector import Projector
@@ -18,14 +18,6 @@ def store_or_none(request: Request) -> Store | None:
 def projector_of(request: Request) -> Projector:
     projector: Projector = request.app.state.projector
     return projector
-
-
-def response_not_found(response_id: str, param: str = "response_id", store_off: bool = False) -> APIError:
-    """OpenAI's answer for an id it does not know; with the store off, it says why."""
-    message = f"Response with id '{response_id}' not found."
-    if store_off:
-        message += f" Responses are not stored: set {STORE_ENV} to enable the response store."
-    return APIError(404, message, param=param, code="not_found")
 
 
 def conversation_not_found(
@@ -52,7 +44,10 @@ def require_store_for_conversation(request: Request, conversation_id: str | None
 def require_store_for_id(request: Request, response_id: str) -> Store:
     store = store_or_none(request)
     if store is None:
-        raise response_not_found(response_id, store_off=True)
+        raise response_not_found(
+            response_id,
+            why=f"Responses are not stored: set {STORE_ENV} to enable the response store.",
+        )
     return store
 
 

@@ -147,7 +147,7 @@ def parse_batched_bench(stdout: str) -> dict[int, float]:
     return rates
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[int, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument(
@@ -174,7 +174,7 @@ def main() -> None:
         metavar="ROWS",
         help="after the windows, print the ROWS ops taking the most time in one more window",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     dtype = serving_dtype("cpu") if args.dtype == "auto" else DTYPES[args.dtype]
     loaded = load_model(args.model, dtype=dtype)
@@ -230,6 +230,7 @@ def main() -> None:
                 f"concurrency {concurrency:3d}: {baseline[concurrency]:8.1f} tokens/s total; "
                 f"spate / llama.cpp = {measured[concurrency] / baseline[concurrency]:.2f}"
             )
+    return measured
 
 
 if __name__ == "__main__":

@@ -101,12 +101,12 @@ def measure(port: int, streams: int, tokens: int) -> tuple[float, float, float]:
     return total, decode, ttft
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[tuple[str, int], list[tuple[float, float, float]]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--tokens", type=int, default=128, help="tokens per stream")
     parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     cores = usable_cpu_count()
     default_threads = max(1, cores - 1)
@@ -139,6 +139,7 @@ def main() -> None:
             decode = statistics.median(run[1] for run in runs)
             ttft = statistics.median(run[2] for run in runs)
             print(f"| {name} | {streams} | {total:.1f} | {decode:.1f} | {ttft:.0f} ms |")
+    return results
 
 
 if __name__ == "__main__":

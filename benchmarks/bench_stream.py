@@ -5,7 +5,7 @@ The worker runs the SYNTHETIC token source (benchmarks/synthetic_engine.py), so 
 measures the serving path alone. Prints delivered token deltas per second and time to
 first event (p50/p99) at 1, 16 and 64 concurrent streams, and the ratio to the baseline.
 
-    .venv/bin/python benchmarks/bench_stream.py [--tokens 128] [--streams 1 16 64]
+    .venv/bin/python benchmarks/bench_stream.py [--tokens 128] [--streams 1 16 64] [--timeout 600]
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ async def one_stream(client: httpx.AsyncClient, url: str, tokens: int) -> Stream
     return StreamResult(first_event or 0.0, first_token or 0.0, deltas)
 
 
-async def run_level(url: str, streams: int, tokens: int) -> dict[str, float]:
+async def run_level(url: str, streams: int, tokens: int, timeout: float = 600) -> dict[str, float]:
     limits = httpx.Limits(max_connections=streams + 4, max_keepalive_connections=streams + 4)
-    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
         started = time.perf_counter()
         results = await asyncio.gather(*(one_stream(client, url, tokens) for _ in range(streams)))
         wall = time.perf_counter() - started
@@ -88,13 +88,16 @@ def wait_ready(url: str, timeout: float = 60) -> None:
     raise TimeoutError(url)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=128, help="tokens per stream")
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--step-interval", type=float, default=0.01,
                         help="seconds per synthetic decode step (both paths)")
-    args = parser.parse_args()
+    parser.add_argument("--timeout", type=float, default=600,
+                        help="seconds a stream may take before the run fails")
+    args = parser.parse_args(argv)
+    rows: list[dict[str, float]] = []
 
     port = free_port()
     env = {**os.environ, "SPATE_BENCH_STEP_INTERVAL_S": str(args.step_interval),
@@ -108,18 +111,19 @@ def main() -> None:
         try:
             base = f"http://127.0.0.1:{port}"
             wait_ready(f"{base}/ready")
-            asyncio.run(run_level(f"{base}/v1/responses", 2, 8))  # warm both paths
-            asyncio.run(run_level(f"{base}/bench/direct", 2, 8))
+            asyncio.run(run_level(f"{base}/v1/responses", 2, 8, args.timeout))  # warm both paths
+            asyncio.run(run_level(f"{base}/bench/direct", 2, 8, args.timeout))
             print(f"{args.tokens} tokens per stream, synthetic step every {args.step_interval * 1000:.0f} ms")
             header = (f"{'streams':>7} | {'path':<8} | {'deltas/s':>9} | {'TTFE p50':>9} | "
                       f"{'TTFE p99':>9} | {'TTFT p50':>9} | {'ratio':>5}")
             print(header)
             print("-" * len(header))
             for streams in args.streams:
-                spate = asyncio.run(run_level(f"{base}/v1/responses", streams, args.tokens))
-                direct = asyncio.run(run_level(f"{base}/bench/direct", streams, args.tokens))
+                spate = asyncio.run(run_level(f"{base}/v1/responses", streams, args.tokens, args.timeout))
+                direct = asyncio.run(run_level(f"{base}/bench/direct", streams, args.tokens, args.timeout))
                 for name, row in (("spate", spate), ("baseline", direct)):
                     ratio = row["deltas_per_s"] / direct["deltas_per_s"]
+                    rows.append({"streams": streams, "spate": name == "spate", "ratio": ratio, **row})
                     print(f"{streams:>7} | {name:<8} | {row['deltas_per_s']:>9.0f} | "
                           f"{row['ttfe_p50_ms']:>7.1f}ms | {row['ttfe_p99_ms']:>7.1f}ms | "
                           f"{row['ttft_p50_ms']:>7.1f}ms | {ratio:>5.2f}")
@@ -128,6 +132,7 @@ def main() -> None:
                 process.terminate()
             for process in processes:
                 process.wait(timeout=30)
+    return rows
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from typing import Any
 from events import ModelCard, RequestAccepted
 from workers.engine.llm_engine import RequestOutput
 from workers.engine.output_processor import Delta
-from workers.served_model import Prompt
+from workers.served_model import Prompt, check_served_model
 
 SYNTHETIC_MODEL = "synthetic-bench"
 TOKEN_TEXT = " tok"
@@ -74,10 +74,15 @@ class _Params:
 
 
 class SyntheticServedModel:
+    """A ServedModel (workers/served_model.py) by shape: the worker passes it where that
+    protocol is typed, and `check_served_model` runs here and at the worker's load, so a
+    member the worker starts to use and this lacks fails at once, not as a hung request."""
+
     def __init__(self, step_interval_s: float, worker_id: str) -> None:
         self.engine = SyntheticTokenEngine(step_interval_s)
         self.card = ModelCard(name=SYNTHETIC_MODEL, context_length=self.engine.max_model_len,
                               worker_id=worker_id, created_at=time.time())
+        check_served_model(self)
 
     def build_prompt(self, request: RequestAccepted) -> Prompt:
         words = sum(len(message.content.split()) for message in request.messages)

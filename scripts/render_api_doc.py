@@ -18,9 +18,11 @@ HEADER = """# spate's Responses API: every request field and what spate does wit
 `POST /v1/responses` takes the body of OpenAI's Responses API. Nothing is dropped
 silently: each field below is honored, echoed on the Response, an accepted no-op, or
 refused with a 400 whose `error.param` names it. A key not listed here is a 400
-`Unknown parameter: 'x'.`. This page is written from `api/fields.py` (the request
-model's own table) by `scripts/render_api_doc.py`; `tests/api/test_fields_doc.py` fails
-when the two disagree.
+`Unknown parameter: 'x'.`. A field the table refuses is still accepted at its default
+value, which asks for nothing: `null`, and `false` for `background` (clients that fill in
+every field send `background: false`, `previous_response_id: null`, `prompt: null`). This
+page is written from `api/fields.py` (the request model's own table) by
+`scripts/render_api_doc.py`; `tests/api/test_fields_doc.py` fails when the two disagree.
 
 | field | treatment | notes |
 |---|---|---|
@@ -37,7 +39,10 @@ OpenAI's defaults (temperature 1, top_p 1). The Response echoes the resolved val
 Every error is `{"error": {"message", "type", "param", "code"}}` with the matching
 status: 400 `invalid_request_error` (validation; `param` names the field, nested ones as
 `input[0].content`), 401 (a key is configured and the request has none or a wrong one),
-404 (unknown model), 413 (body over `SPATE_MAX_BODY_BYTES`), 429 with `Retry-After`
+404 (unknown model; unknown response id: `Response with id 'resp_x' not found.` with
+`type: "invalid_request_error"`, `param: "response_id"`, `code: "not_found"`; an unknown
+route: `Invalid URL (GET /v1/x)`, and 405 for a known route with another method), 413
+(body over `SPATE_MAX_BODY_BYTES`), 429 with `Retry-After`
 (too many open responses), 503 (NATS unreachable, or no live worker for the model),
 500 `server_error` only for bugs. A non-streaming request whose input the worker finds
 too long (or otherwise unusable) gets a 400 naming `input`; a streaming one gets an
@@ -59,10 +64,25 @@ both by constrained decoding, as it does `text.format` (`json_object`, `json_sch
 (an unsupported schema keyword, a malformed regex) is a 400 naming the field. An answer cut
 by `max_output_tokens` is incomplete, and so is its JSON.
 
+The tool-call format's markup (`<tool_call>` blocks) never reaches the answer as text. A call
+cut by `max_output_tokens` is a `function_call` item with `status: "incomplete"` and the
+arguments written so far, once its name is complete; cut before that, it leaves no item at
+all. A constrained answer (`tool_choice` `required` or named, a JSON `text.format`,
+`structured_outputs`) also holds when the model thinks first: the model cannot end the
+response inside its think block, so the block closes through its end marker (the model's
+own, or the one `thinking_token_budget` forces) and the constrained answer follows. With no
+budget, a model that never closes its block runs into `max_output_tokens`, so set a
+`thinking_token_budget` with a constrained answer.
+
 ## Other routes
 
 - `GET /v1/models`: the models some live worker serves.
 - `GET /health`: the process is up. `GET /ready`: NATS connected and at least one live worker.
+- `GET /v1/responses/{id}` (also with `?stream=true&starting_after=N`),
+  `DELETE /v1/responses/{id}`, `POST /v1/responses/{id}/cancel`,
+  `GET /v1/responses/{id}/input_items`: they need the response store; until it is enabled
+  they answer 404 for every id, and the message says the store is off and names
+  `SPATE_STORE_URL`.
 """
 
 

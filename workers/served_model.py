@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from events import ModelCard, RequestAccepted
 from workers.tool_prompt import ToolPrompt
@@ -37,6 +37,7 @@ class Prompt:
     text: str = ""
 
 
+@runtime_checkable
 class ServedModel(Protocol):
     """The worker drives any engine with this shape (the real one, or a benchmark's)."""
 
@@ -50,6 +51,18 @@ class ServedModel(Protocol):
     def token_text(self, token_id: int) -> str: ...
 
     def decode(self, token_ids: list[int]) -> str: ...
+
+
+def check_served_model(served: object) -> None:
+    """Refuses, at load, a served model that lacks a member the worker uses: otherwise the
+    first request to reach the missing member would fail far from its cause."""
+    if not isinstance(served, ServedModel):
+        members = [*ServedModel.__annotations__, *(
+            name for name, value in vars(ServedModel).items()
+            if callable(value) and not name.startswith("_")
+        )]
+        missing = [name for name in members if not hasattr(served, name)]
+        raise TypeError(f"{type(served).__name__} is no ServedModel: it lacks {', '.join(missing)}")
 
 
 class EngineModel:

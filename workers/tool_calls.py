@@ -9,6 +9,11 @@ calls, emitting each call's arguments as they arrive:
 Whatever the text arrives in pieces of, the pieces produced so far depend only on the text
 so far, so a parser fed a resumed response's earlier text in one piece stands where the
 first one stood. Whitespace next to a call, and at the very end, is not message text.
+
+The format's markup is never message text: a block is a call once its name is known, and
+nothing otherwise (a block without a name, a call cut before its name ends, the start of an
+open tag the output ended on). A client cannot run half a tag, and showing it as the answer
+would pass the model's plumbing off as what it said.
 """
 
 from __future__ import annotations
@@ -75,17 +80,14 @@ class ToolCallParser:
         return pieces
 
     def finish(self) -> list[Piece]:
-        """The output ended: an open call ends with the arguments it has (a length cut);
-        text that waited to see whether a call would open is text after all."""
+        """The output ended. An open call is cut: it starts if its name is known and ends
+        with the argument text it has, else it is dropped. What waited to see whether a call
+        would open is whitespace and the start of an open tag, so it is dropped too."""
         pieces: list[Piece] = []
         if self._call is not None:
             call, self._call = self._call, None
-            call.closed = True
+            call.cut = True
             self._report(call, pieces)
-            if not call.started:
-                pieces.append(MessageText(OPEN_TAG + call.raw))
-        elif self._text.strip():
-            pieces.append(MessageText(self._text))
         self._text = ""
         return pieces
 
@@ -117,17 +119,17 @@ class ToolCallParser:
         self._report(call, pieces)
         if not call.closed:
             return ""
+        # A block that closed without a name is no call, and its markup is no text: it is
+        # dropped. (A grammar-held answer never writes one.)
         self._call = None
         self._after_call = True
-        if not call.started:
-            # No name: not a call after all, so the block is plain text.
-            pieces.append(MessageText(OPEN_TAG + call.raw + CLOSE_TAG))
         return rest
 
     def _report(self, call: _CallScanner, pieces: list[Piece]) -> None:
         """A call starts once its name and the start of its arguments are known (or it
-        closed without arguments); then its arguments go out as they come."""
-        if not call.started and call.name is not None and (call.arguments_started or call.closed):
+        closed or was cut without arguments); then its arguments go out as they come."""
+        ended = call.closed or call.cut
+        if not call.started and call.name is not None and (call.arguments_started or ended):
             call.started = True
             self.num_calls += 1
             pieces.append(CallStarted(call.index, call.name))
@@ -136,7 +138,7 @@ class ToolCallParser:
         delta = call.take_arguments()
         if delta:
             pieces.append(ArgumentsDelta(call.index, delta))
-        if call.closed:
+        if ended:
             pieces.append(CallEnded(call.index, call.arguments()))
 
 
@@ -158,6 +160,8 @@ class _CallScanner:
         self.name: str | None = None
         self.started = False
         self.closed = False
+        # The output ended inside the block: the arguments are what was written, no more.
+        self.cut = False
         self._depth = 0
         self._in_string = False
         self._escaped = False
@@ -175,7 +179,7 @@ class _CallScanner:
 
     def arguments(self) -> str:
         if not self._arguments_span:
-            # A call written without arguments takes none.
+            # A call closed without arguments takes none; a cut one has none yet.
             return "{}" if self.closed else ""
         start, *end = self._arguments_span
         return self.raw[start:end[0]] if end else self.raw[start:].rstrip()

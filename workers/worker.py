@@ -21,7 +21,7 @@ from events import (
 from journal import CountRefused, Delivery, DurableConsumer, Journal, ResponseWriter
 from workers.engine_loop import EngineLoop
 from workers.recovery import PriorProgress, progress_of
-from workers.served_model import InvalidRequest, ServedModel
+from workers.served_model import InvalidRequest, ServedModel, check_served_model
 from workers.settings import WorkerSettings
 from workers.step_events import StepEvents, usage_of
 
@@ -74,6 +74,7 @@ class Worker:
             await self._journal.close()
             return
         self._served = await asyncio.to_thread(self._load, self.settings)
+        check_served_model(self._served)
         loop = asyncio.get_running_loop()
         self._engine = EngineLoop(
             self._served.engine, self._outputs.put_nowait, self._on_engine_failure,
@@ -154,7 +155,20 @@ class Worker:
                      delivered, progress.next_seq, len(progress.output_token_ids))
         job = Job(request, delivery, self._journal.writer(response_id, progress.next_seq))
         self._jobs[response_id] = job  # registered first, so a cancel from now on is seen
-        served = self.served
+        try:
+            await self._prepare_job(job, progress, delivered)
+        except Exception as error:
+            # A bug must still end the response (an unanswered request hangs its client); one
+            # whose failure cannot be written either goes back to the queue.
+            log.exception("starting %s failed", response_id)
+            try:
+                if not job.finished:
+                    await self._fail(job, "server_error", f"The worker could not start the response: {error}")
+            except Exception as publish_error:
+                await self._give_back(job, publish_error)
+
+    async def _prepare_job(self, job: Job, progress: PriorProgress, delivered: int) -> None:
+        request, response_id, served = job.request, job.request.response_id, self.served
         try:
             if delivered >= self.settings.max_deliver and delivered > 1:
                 await self._fail(job, "worker_lost", f"The response failed after {delivered} delivery attempts.")

@@ -13,9 +13,9 @@ from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.deps import JournalDep, OwnerDep, SettingsDep, require_api_key
-from api.errors import APIError
+from api.errors import APIError, response_not_found
 from api.request_model import INCLUDABLE
-from api.store_access import require_store_for_id, response_not_found
+from api.store_access import require_store_for_id
 from store import Store, StoredResponse
 
 router = APIRouter(dependencies=[Depends(require_api_key)])

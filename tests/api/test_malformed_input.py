@@ -6,14 +6,9 @@ so a well-formed body gets the 503 of a missing bus and every malformed one a 40
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-
-from api.app import create_app
-from api.settings import ApiSettings
-from cli.nats_server import free_port
 
 MALFORMED = [
     {"model": "m", "input": [{"type": ["message"], "role": "user", "content": "hi"}]},
@@ -33,16 +28,6 @@ MALFORMED = [
     {"model": "m", "input": "hi", "logit_bias": {"12": "x"}},
     {"model": "m", "input": "hi", "conversation": {"id": ["x"]}},
 ]
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(ApiSettings(nats_url=f"nats://127.0.0.1:{free_port()}"))
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=transport, base_url="http://spate"
-    ) as connected:
-        yield connected
 
 
 @pytest.mark.parametrize("body", MALFORMED, ids=range(len(MALFORMED)))

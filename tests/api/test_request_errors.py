@@ -114,10 +114,22 @@ def test_tool_and_format_errors_name_the_field(
     assert says in str(error["message"]), error
 
 
-def test_background_names_the_store_variable(api_server: Stack) -> None:
-    error = error_of(post(api_server, {"model": MODEL, "input": "hi", "background": True}), 400)
-    assert error["param"] == "background"
+@pytest.mark.parametrize(("field", "value"), [
+    ("background", True), ("previous_response_id", "resp_1"), ("conversation", {"id": "conv_1"}),
+])
+def test_store_features_name_the_store_variable(api_server: Stack, field: str, value: object) -> None:
+    error = error_of(post(api_server, {"model": MODEL, "input": "hi", field: value}), 400)
+    assert error["param"] == field
     assert "SPATE_STORE_URL" in str(error["message"])
+
+
+def test_fields_at_their_defaults_pass_validation(api_server: Stack) -> None:
+    """An unknown model is looked up only after the body validated, so its 404 shows the
+    defaults were accepted (tests/api/test_field_defaults.py sweeps every field)."""
+    defaults = {"background": False, "previous_response_id": None, "conversation": None,
+                "prompt": None, "stream_options": None, "store": True, "tool_choice": "auto"}
+    error = error_of(post(api_server, {"model": "no-such-model", "input": "hi", **defaults}), 404)
+    assert error["param"] == "model"
 
 
 @pytest.mark.parametrize("budget", [-2, 1.5, True, "5", -100])

@@ -125,3 +125,19 @@ def test_a_broken_parameters_schema_is_a_400_naming_it(stack: Stack) -> None:
     })
     assert reply.status_code == 400, reply.text
     assert reply.json()["error"]["param"] == "tools[0].parameters"
+
+
+@pytest.mark.parametrize("max_output_tokens", [1, 3, 6, 10, 16, 24])
+def test_a_call_cut_short_is_an_incomplete_call_or_nothing_never_text(
+    client: OpenAI, max_output_tokens: int
+) -> None:
+    response = ask(client, input=[QUESTION], tools=[WEATHER_TOOL], tool_choice="required",
+                   max_output_tokens=max_output_tokens)
+    assert [item.type for item in response.output if item.type != "function_call"] == []
+    assert "<tool_call" not in response.output_text
+    if response.status == "incomplete":
+        assert all(item.status == "incomplete" for item in response.output)
+    for item in response.output:
+        assert item.name == "get_weather"
+    if max_output_tokens >= 16:  # past the name (about 15 tokens): the call has begun
+        assert [item.type for item in response.output] == ["function_call"]

@@ -1,4 +1,5 @@
-"""The worker's model settings: the dtype it loads the model in."""
+"""The worker's model settings (the dtype it loads the model in), and the shape every served
+model must have."""
 
 import pytest
 import torch
@@ -35,3 +36,19 @@ def test_num_threads_setting_sets_the_compute_threads():
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_served_model_missing_a_member_is_refused_by_name():
+    from benchmarks.synthetic_engine import SyntheticServedModel
+    from workers.served_model import check_served_model
+
+    class Partial:
+        card = engine = None
+
+        def build_prompt(self, request): ...
+
+        def sampling_params(self, request): ...
+
+    with pytest.raises(TypeError, match="token_text, decode"):
+        check_served_model(Partial())
+    check_served_model(SyntheticServedModel(0.0, "bench"))

@@ -106,12 +106,12 @@ def test_text_that_may_open_a_call_waits_and_plain_text_does_not() -> None:
     assert parser.finish() == []
 
 
-def test_a_block_without_a_name_is_text_and_a_cut_call_ends_with_what_it_has() -> None:
-    assert merged(parse(['<tool_call>{"x": 1}</tool_call>'])) == [
-        MessageText('<tool_call>{"x": 1}</tool_call>'),
-    ]
+def test_a_block_without_a_name_is_dropped_and_a_cut_call_ends_with_what_it_has() -> None:
+    assert merged(parse(['Hi.<tool_call>{"x": 1}</tool_call> Bye.'])) == [MessageText("Hi.Bye.")]
     assert parse(['<tool_call>{"name": "f", "arguments": {"a": '])[-1] == CallEnded(0, '{"a":')
-    assert merged(parse(["<tool_call>\n{\"na"])) == [MessageText('<tool_call>\n{"na')]
+    assert parse(["<tool_call>\n{\"na"]) == []
+    # Cut after the name: the call starts with no arguments yet, none made up.
+    assert parse(['<tool_call>{"name": "f"']) == [CallStarted(0, "f"), CallEnded(0, "")]
 
 
 def test_whitespace_beside_calls_and_at_the_end_is_not_text() -> None:

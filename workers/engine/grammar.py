@@ -4,7 +4,8 @@ constrained sequence, and the token bitmask that keeps each constrained row on i
 xgrammar is the grammar library vLLM and SGLang use: it precomputes, per grammar state, which
 tokens of a byte-level vocabulary may come next, fills a compact bitmask on the CPU, and applies
 it to the logits in place on CPU and CUDA alike. The constraint covers the answer only: a row
-inside a think block, or one whose next token the thinking budget forces, is left alone.
+inside a think block, or one whose next token the thinking budget forces, is left alone, except
+that it may not end the sequence while its grammar still needs an answer (see `holds_open`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ class AnswerGrammar:
     def terminated(self) -> bool:
         return self.matcher.is_terminated()
 
+    @property
+    def satisfied(self) -> bool:
+        """What the answer holds so far already matches: ending here keeps the constraint."""
+        return self.matcher.is_completed()
+
 
 def picks_next_token(seq: Sequence, forced_token_id: int | None) -> bool:
     """Whether the sequence's grammar constrains its next token: it has one, it is answering
@@ -83,6 +89,21 @@ def picks_next_token(seq: Sequence, forced_token_id: int | None) -> bool:
         and forced_token_id is None
         and not seq.in_think
         and not seq.grammar.terminated
+    )
+
+
+def holds_open(seq: Sequence, forced_token_id: int | None) -> bool:
+    """Whether the sequence must not end at its next token: it is inside a think block, and the
+    answer still to come has a grammar that what it holds so far (nothing, at first) does not
+    satisfy. Ending there would drop the promised answer, whatever the model wants, so the block
+    has to close through its end marker (written by the model, or forced by the budget) and the
+    grammar then shapes the answer. An answer the grammar lets be empty (tool_choice "auto"
+    without a constraint, a regex matching "") leaves the row free."""
+    return (
+        seq.grammar is not None
+        and forced_token_id is None
+        and seq.in_think
+        and not seq.grammar.satisfied
     )
 
 
@@ -97,11 +118,23 @@ def advance(seq: Sequence, token_id: int, forced_token_id: int | None) -> bool:
 
 
 class GrammarMasks:
-    """Sets the logits of every token a constrained row's grammar forbids to -inf."""
+    """Sets the logits of every token a constrained row's grammar forbids to -inf, and of the
+    ending tokens of rows that `holds_open`."""
 
-    def __init__(self, vocab_size: int) -> None:
+    def __init__(self, vocab_size: int, eos_token_ids: tuple[int, ...] = ()) -> None:
         self.vocab_size = vocab_size
+        self.eos_token_ids = frozenset(eos_token_ids)
         self._bitmask = xgr.allocate_token_bitmask(1, vocab_size)
+
+    def forbid_ending(self, logits: torch.Tensor, seqs: list[Sequence], rows: list[int]) -> None:
+        rows_and_ids = [
+            (row, token_id)
+            for row in rows
+            for token_id in seqs[row].params.ending_token_ids(self.eos_token_ids)
+        ]
+        if rows_and_ids:
+            index = torch.tensor(rows_and_ids, dtype=torch.int64, device=logits.device)
+            logits[index[:, 0], index[:, 1]] = float("-inf")
 
     def apply(self, logits: torch.Tensor, seqs: list[Sequence], rows: list[int]) -> None:
         if self._bitmask.shape[0] < len(seqs):

@@ -41,7 +41,9 @@ class ModelRunner:
         self.kv_caches = allocate_kv_cache(
             self.model_config, self.num_kv_blocks, self.block_size, self.device, kv_dtype
         )
-        self.sampler = Sampler(self.ops, self.model_config.vocab_size, self.device)
+        self.sampler = Sampler(
+            self.ops, self.model_config.vocab_size, self.device, loaded.tokenizer.eos_token_ids
+        )
 
     def _use_backend(self, requested: str) -> kernels.KernelOps:
         """The model was built with the ops of some backend; if the engine is configured

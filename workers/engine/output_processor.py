@@ -59,10 +59,7 @@ class OutputProcessor:
 
     def stop_token_reason(self, seq: Sequence, token_id: int) -> str | None:
         """Finish reason a token causes by its id alone, before its text is looked at."""
-        params = seq.params
-        if token_id in params.stop_token_ids or (
-            token_id in self.eos_token_ids and not params.ignore_eos
-        ):
+        if seq.params.ends_sequence(token_id, self.eos_token_ids):
             return "stop"
         if seq.num_tokens >= seq.max_num_tokens:
             return "length"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from kernels import KernelOps
-from workers.engine.grammar import GrammarMasks, picks_next_token
+from workers.engine.grammar import GrammarMasks, holds_open, picks_next_token
 from workers.engine.sequence import Sequence
 
 LOWEST_LOGPROB = -9999.0
@@ -37,13 +37,16 @@ class SamplerOutput:
 
 
 class Sampler:
-    def __init__(self, ops: KernelOps, vocab_size: int, device: torch.device) -> None:
+    def __init__(
+        self, ops: KernelOps, vocab_size: int, device: torch.device,
+        eos_token_ids: tuple[int, ...] = (),
+    ) -> None:
         self.ops = ops
         self.vocab_size = vocab_size
         self.device = device
         self._zero_counts: torch.Tensor | None = None
         self._zero_mask: torch.Tensor | None = None
-        self._grammar_masks = GrammarMasks(vocab_size)
+        self._grammar_masks = GrammarMasks(vocab_size, eos_token_ids)
 
     def __call__(
         self, logits: torch.Tensor, seqs: list[Sequence], forced_token_ids: list[int | None]
@@ -59,6 +62,12 @@ class Sampler:
         ]
         if grammar_rows:
             self._grammar_masks.apply(logits, seqs, grammar_rows)
+        open_rows = [
+            row for row, (seq, forced) in enumerate(zip(seqs, forced_token_ids, strict=True))
+            if holds_open(seq, forced)
+        ]
+        if open_rows:
+            self._grammar_masks.forbid_ending(logits, seqs, open_rows)
         logprob_rows = [row for row, seq in enumerate(seqs) if seq.params.top_logprobs is not None]
         # Taken before sampling, which rescales and truncates the logits.
         log_probs = logits[logprob_rows].log_softmax(dim=-1) if logprob_rows else None

@@ -82,6 +82,18 @@ class SamplingParams:
         _require(self.thinking_token_budget is None or self.thinking_token_budget >= 0,
                  "thinking_token_budget", self.thinking_token_budget)
 
+    def ends_sequence(self, token_id: int, eos_token_ids: frozenset[int]) -> bool:
+        """Whether generating `token_id` ends the sequence: a stop token, or EOS unless
+        ignore_eos keeps it going."""
+        return token_id in self.stop_token_ids or (
+            token_id in eos_token_ids and not self.ignore_eos
+        )
+
+    def ending_token_ids(self, eos_token_ids: frozenset[int]) -> list[int]:
+        """Every token id for which `ends_sequence` holds."""
+        ending = [] if self.ignore_eos else list(eos_token_ids)
+        return ending + [token_id for token_id in self.stop_token_ids if token_id not in ending]
+
     @property
     def greedy(self) -> bool:
         return self.temperature < GREEDY_TEMPERATURE
