@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.synthetic_engine import SYNTHETIC_MODEL  # noqa: E402
+from cli.child_process import terminate  # noqa: E402
 from cli.nats_server import EmbeddedNats, free_port  # noqa: E402
 from cli.redis_server import EmbeddedRedis  # noqa: E402
 
@@ -65,13 +66,7 @@ class Child:
                                             stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process, timeout=30)
 
 
 def wait_model(base_url: str, model: str, child: Child, timeout: float) -> None:

@@ -14,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cli.child_process import terminate
+
 
 def find_nats_server() -> str:
     """The nats-server binary: beside this Python (a venv's bin/), then on PATH."""
@@ -73,13 +75,7 @@ class EmbeddedNats:
         raise RuntimeError(f"nats-server did not listen on port {self.port} within {timeout}s")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process)
         self.process = None
         if self._own_dir:
             shutil.rmtree(self.store_dir, ignore_errors=True)

@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from cli.child_process import terminate
 from cli.nats_server import free_port
 
 
@@ -76,13 +77,7 @@ class EmbeddedRedis:
             return False
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process)
         self.process = None
         if self._own_dir:
             shutil.rmtree(self.store_dir, ignore_errors=True)
