@@ -7,9 +7,11 @@ import dataclasses
 
 import pytest
 
+from events import RequestAccepted, SamplingSettings
 from tests.engine.conftest import run_to_completion
 from workers.engine import SamplingParams
 from workers.engine.sampling_params import SamplingParams as Params
+from workers.engine.sampling_params import sampling_params_of
 from workers.engine.sequence import Sequence
 from workers.engine.thinking_budget import ReasoningMarkers, ThinkEvent, ThinkingBudget
 
@@ -70,9 +72,14 @@ def test_budget_puts_exactly_n_tokens_between_the_markers(
 
 @pytest.mark.parametrize("budget", [None, -1])
 def test_no_budget_never_forces_the_end_marker(make_engine, loaded_model, thinking_prompt, budget):
+    # As a request sends it: the event turns -1 into None before the engine sees it.
+    request = RequestAccepted(
+        response_id="resp_1", seq=0, model="m", messages=(), thinking_token_budget=budget,
+        sampling=SamplingSettings(temperature=0.0, max_output_tokens=24, ignore_eos=True),
+    )
     engine = make_engine()
     engine.add_request(
-        "r", thinking_prompt, thinking_params(budget, 24), prompt_opens_reasoning=True
+        "r", thinking_prompt, sampling_params_of(request), prompt_opens_reasoning=True
     )
     generation = run_to_completion(engine)["r"]
     end_marker = loaded_model.tokenizer.encode(loaded_model.profile.reasoning_end)
