@@ -19,6 +19,11 @@ class JournalSettings(BaseSettings):
     # How long the EVENTS stream keeps a response's log: the window for resuming a stream
     # and for a replacement worker to continue a dead worker's response.
     events_max_age_s: float = Field(default=24 * 3600, gt=0)
+    # JetStream redelivers a request whose worker stopped acking for this long, at most
+    # `max_deliver` times; the API gives a started response whose model has no live
+    # worker this long to be picked up again before it fails it (worker_lost).
+    ack_wait_s: float = Field(default=30.0, gt=1)
+    max_deliver: int = Field(default=5, ge=1)
     # A worker's liveness key lives this long unless its heartbeat renews it.
     worker_ttl_s: float = Field(default=10.0, gt=0)
     # How long open streams and unsent events wait for NATS to come back (a restart)

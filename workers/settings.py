@@ -36,8 +36,6 @@ class WorkerSettings(JournalSettings):
     num_threads: int | None = Field(default=None, ge=1)
     num_kv_blocks: int | None = Field(default=None, ge=1)
     # JetStream redelivers a request whose worker stopped acking for this long.
-    ack_wait_s: float = Field(default=30.0, gt=1)
-    max_deliver: int = Field(default=5, ge=1)
     heartbeat_s: float = Field(default=2.0, gt=0)
     # On SIGTERM, running responses get this long to finish before they are handed back.
     drain_timeout_s: float = Field(default=30.0, ge=0)

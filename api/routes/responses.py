@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -127,11 +128,13 @@ async def fold_events(
     A lost bus, or a request whose model lost its last worker, becomes a
     generation.failed, so clients see `error` and `response.failed`, never a hang.
     """
+    loop = asyncio.get_running_loop()
+    last_event_at = loop.time()
     while not state.done:
         try:
             event = await events.next(timeout=idle)
             if event is None and state.request is not None and journal.connected:
-                failure = await orphaned(state, journal)
+                failure = await orphaned(state, journal, loop.time() - last_event_at)
                 if failure is not None:
                     yield state.apply(failure)
                     return
@@ -141,20 +144,28 @@ async def fold_events(
         if event is None:
             yield []
             continue
+        last_event_at = loop.time()
         produced = state.apply(event)
         if produced:
             yield produced
 
 
-async def orphaned(state: ResponseFold, journal: Journal) -> GenerationFailed | None:
+async def orphaned(
+    state: ResponseFold, journal: Journal, quiet_s: float
+) -> GenerationFailed | None:
     """The failure of a quiet response that no worker can finish any more, or None.
 
-    Queued, it fails as `model_unavailable` here only. Started, its worker died with no
-    other to continue it: the failure (`worker_lost`) is written to the log, so the
-    store and every replica following it see the same end.
+    Queued, it fails as `model_unavailable` here only. Started, its worker died and no
+    worker of its model came to continue it within the ack wait (when JetStream hands it
+    to the next one): the failure (`worker_lost`) is written to the log, so the store and
+    every replica following it see the same end.
     """
     request = state.request
-    if request is None or await journal.registry.is_live(request.model):
+    if request is None:
+        return None
+    if state.status != "queued" and quiet_s < journal.settings.ack_wait_s:
+        return None
+    if await journal.registry.is_live(request.model):
         return None
     journal.cancel_soon(request.response_id, "requested")
     if state.status == "queued":

@@ -52,7 +52,7 @@ def think_then_answer(make_engine, prompt, grammar, budgets=BUDGETS) -> dict:
     engine = make_engine()
     for budget in budgets:
         engine.add_request(f"budget-{budget}", prompt, SamplingParams(
-            temperature=0.0, max_tokens=MAX_TOKENS, thinking_token_budget=budget, grammar=grammar,
+            temperature=0.0, max_output_tokens=MAX_TOKENS, thinking_token_budget=budget, grammar=grammar,
         ), prompt_opens_reasoning=True)
     return run_to_completion(engine)
 

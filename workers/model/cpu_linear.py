@@ -29,19 +29,34 @@ class PrepackedLinear(nn.Module):
         self.in_features = weight.shape[1]
         self.out_features = weight.shape[0]
         self.register_buffer("packed_weight", torch.ops.mkldnn._reorder_linear_weight(weight, batch_hint))
+        self.row_block = ROW_BLOCK.get(weight.dtype)
         self.register_buffer("bias", None if bias is None else bias.detach().clone())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features)
         rows = flat.shape[0]
-        if rows == 1:
-            # oneDNN runs a lone row through another kernel whose sums round differently;
-            # as two rows it takes the kernel every batch takes, so what a sequence
-            # generates does not depend on whether it runs alone. Reading the weights
-            # dominates either way.
-            flat = flat.expand(2, -1).contiguous()
-        out = torch.ops.mkldnn._linear_pointwise(flat, self.packed_weight, self.bias, "none", [], "")
+        block = self.row_block
+        if block is None:
+            if rows == 1:  # see ROW_BLOCK
+                flat = flat.expand(2, -1).contiguous()
+            out = self._matmul(flat)
+        else:
+            if rows % block:
+                flat = torch.cat([flat, flat[:1].expand(block - rows % block, -1)])
+            out = torch.cat([self._matmul(part) for part in flat.split(block)])
         return out[:rows].reshape(*x.shape[:-1], self.out_features)
+
+    def _matmul(self, flat: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(flat, self.packed_weight, self.bias, "none", [], "")
+
+
+# oneDNN picks its kernel by the number of rows (and threads), and kernels sum in
+# different orders, so a row's bits could depend on what else is in its batch. In fp32
+# only a lone row takes another kernel: it runs as two. In bf16 (AMX, AVX512-BF16) the
+# kernel changes over a range of row counts, so every product runs in blocks of exactly
+# this many rows, one kernel for all: what a sequence generates never depends on its
+# batch. Reading the weights dominates these small products (docs/performance.md).
+ROW_BLOCK = {torch.bfloat16: 16}
 
 
 def prepack_linears(model: nn.Module, batch_hint: int = 32) -> int:
