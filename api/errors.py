@@ -122,7 +122,8 @@ def install_error_handlers(app: FastAPI) -> None:
             message = f"Invalid URL ({request.method} {request.url.path})"
         elif error.status_code == 405:
             message = f"Invalid method for URL ({request.method} {request.url.path})"
-        return APIError(error.status_code, message, headers=error.headers).response()
+        headers = dict(error.headers) if error.headers else None
+        return APIError(error.status_code, message, headers=headers).response()
 
     @app.exception_handler(Exception)
     async def _bug(_: Request, error: Exception) -> JSONResponse:
