@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api.errors import APIError, response_not_found
-from api.input_items import MessageItem
+from api.fields import STORE_ENV
+from api.input_items import ItemReference, MessageItem
 from api.request_model import ResponsesRequest
 from api.store_access import conversation_not_found
 from api.stored_items import as_input, input_item_dicts
@@ -96,3 +97,29 @@ def stored_request(
         "conversation_id": context.conversation_id,
         "background": bool(request.background),
     })
+
+
+async def resolved_references(
+    store: Store | None, request: ResponsesRequest, owner: str | None
+) -> ResponsesRequest:
+    """The request with each `item_reference` input replaced by the stored item it names
+    (an input or output item of an earlier response of the same owner)."""
+    if isinstance(request.input, str) or not any(
+        isinstance(item, ItemReference) for item in request.input
+    ):
+        return request
+    resolved: list[Any] = []
+    for index, item in enumerate(request.input):
+        if not isinstance(item, ItemReference):
+            resolved.append(item)
+            continue
+        if store is None:
+            raise APIError(
+                400, f"An item_reference input needs the response store; set {STORE_ENV} "
+                "to enable it.", param=f"input[{index}]", code="invalid_value")
+        found = await store.get_item(item.id)
+        if found is None or found[1] != owner:
+            raise APIError(404, f"Item with id '{item.id}' not found.",
+                           param=f"input[{index}].id", code="not_found")
+        resolved.extend(as_input([found[0]]))
+    return request.model_copy(update={"input": resolved})

@@ -31,8 +31,10 @@ def messages_of(request: ResponsesRequest) -> tuple[ChatMessage, ...]:
                 message = last.model_copy(update={"tool_calls": (*last.tool_calls, call)})
             else:
                 message = ChatMessage(role="assistant", content="", tool_calls=(call,))
-        else:
+        elif isinstance(item, FunctionCallOutputItem):
             message = _tool_turn(item)
+        else:  # an item_reference: api/context.py resolves them before lowering
+            raise TypeError(f"an unresolved item reference reached the prompt: {item.id}")
         if reasoning and message.role == "assistant":
             message = message.model_copy(update={"reasoning": "".join(reasoning)})
             reasoning.clear()

@@ -27,7 +27,7 @@ STORE_ENV = "SPATE_STORE_URL"
 
 FIELDS: dict[str, tuple[Treatment, str]] = {
     "model": (Treatment.HONORED, "must name a served model: unknown 404, no live worker 503"),
-    "input": (Treatment.HONORED, "a string, or items: message (content a string or input_text/output_text parts), function_call, function_call_output, reasoning (plain text)"),
+    "input": (Treatment.HONORED, f"a string, or items: message (content a string or input_text/output_text parts), function_call, function_call_output, reasoning (plain text), item_reference (an earlier response's item by id; needs the store, {STORE_ENV})"),
     "instructions": (Treatment.HONORED, "first system message; echoed"),
     "stream": (Treatment.HONORED, "true selects SSE"),
     "max_output_tokens": (Treatment.HONORED, "cap on generated tokens (>= 1); hit: status incomplete"),

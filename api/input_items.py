@@ -119,7 +119,30 @@ InputItem = Annotated[
 ]
 
 
-def refuse_unknown_item_types(items: Any, field: str = "input") -> None:
+class ItemReference(StrictModel):
+    """An item of an earlier response or conversation, by id: resolved from the store
+    before the request is lowered (api/context.py)."""
+
+    type: Literal["item_reference"]
+    id: str = Field(min_length=1)
+
+
+# A request's input may also name stored items; a conversation's items may not.
+REQUEST_ITEM_TAGS = {**ITEM_TAGS, "item_reference": "ItemReference"}
+
+RequestInputItem = Annotated[
+    Annotated[MessageItem, Tag("Message")]
+    | Annotated[FunctionCallItem, Tag("FunctionCall")]
+    | Annotated[FunctionCallOutputItem, Tag("FunctionCallOutput")]
+    | Annotated[ReasoningItem, Tag("Reasoning")]
+    | Annotated[ItemReference, Tag("ItemReference")],
+    Discriminator(tag_by_type(REQUEST_ITEM_TAGS, missing="message")),
+]
+
+
+def refuse_unknown_item_types(
+    items: Any, field: str = "input", tags: dict[str, str] = ITEM_TAGS
+) -> None:
     """A clear 400 on `input[i].type` (or `<field>[i].type`) for item kinds spate does not
     take (images, files, item references, built-in tool calls...), before the union
     reports a vaguer error."""
@@ -127,9 +150,9 @@ def refuse_unknown_item_types(items: Any, field: str = "input") -> None:
         return
     for index, item in enumerate(items):
         kind = item.get("type", "message") if isinstance(item, dict) else "message"
-        if not isinstance(kind, str) or kind not in ITEM_TAGS:
+        if not isinstance(kind, str) or kind not in tags:
             raise FieldRejected(
                 f"{field}[{index}].type",
                 f"Input items of type '{item.get('type')}' are not supported; spate takes "
-                f"{', '.join(ITEM_TAGS)} items.",
+                f"{', '.join(tags)} items.",
             )

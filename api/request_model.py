@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from api.fields import FIELDS, rejection_message
-from api.input_items import InputItem, refuse_unknown_item_types
+from api.input_items import REQUEST_ITEM_TAGS, RequestInputItem, refuse_unknown_item_types
 from api.model_base import FieldRejected, StrictModel
 from api.text_format import StructuredOutputs, TextConfig
 from api.tool_models import (
@@ -61,7 +61,7 @@ class ResponsesRequest(StrictModel):
     and limits): validated here, they arrive already normalized."""
 
     model: str = Field(min_length=1)
-    input: str | list[InputItem]
+    input: str | list[RequestInputItem]
     instructions: str | None = None
     stream: bool = False
     store: bool | None = None
@@ -125,7 +125,7 @@ class ResponsesRequest(StrictModel):
             message = rejection_message(name, value)
             if message is not None:
                 raise FieldRejected(name, message)
-        refuse_unknown_item_types(body.get("input"))
+        refuse_unknown_item_types(body.get("input"), tags=REQUEST_ITEM_TAGS)
         refuse_unserved_tools(body.get("tools"), body.get("tool_choice"))
         # What is left of the fields the model does not hold is sent at its off value.
         return {name: value for name, value in body.items() if name in cls.model_fields}
@@ -142,7 +142,7 @@ class ResponsesRequest(StrictModel):
 
     @field_validator("input")
     @classmethod
-    def _input_not_empty(cls, value: str | list[InputItem]) -> str | list[InputItem]:
+    def _input_not_empty(cls, value: str | list[RequestInputItem]) -> str | list[RequestInputItem]:
         if isinstance(value, list) and not value:
             raise ValueError("input must hold at least one item")
         return value

@@ -109,6 +109,17 @@ class Store(ABC):
     async def is_cancelled(self, response_id: str) -> bool:
         """Whether `mark_cancelled` was called for the response."""
 
+    # -- items by id (item_reference inputs) ----------------------------------------------
+
+    @abstractmethod
+    async def put_items(self, items: Sequence[Mapping[str, Any]], owner: str | None) -> None:
+        """Keep each item (it has an `id`) for later lookup by id, with its owner; an id
+        stored again is overwritten with the same item (a replay changes nothing)."""
+
+    @abstractmethod
+    async def get_item(self, item_id: str) -> tuple[JSONObject, str | None] | None:
+        """An item kept by `put_items` and its owner, or None."""
+
     # -- conversations ------------------------------------------------------------------
 
     @abstractmethod

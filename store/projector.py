@@ -169,10 +169,12 @@ class Projector:
             self._folds.pop(response_id, None)
             return
         self._remember(response_id, fold)
+        if first and event.new_input_items:
+            await self._store.put_items(event.new_input_items, event.owner)
         if fold.done:
             self._folds.pop(response_id, None)
             if any(sse["type"] in TERMINAL_SSE_TYPES for sse in produced):
-                await self._extend_conversation(fold)
+                await self._keep_output(fold)
 
     async def _catch_up(self, response_id: str, seq: int) -> ResponseFold | None:
         """The fold of the events before `seq`, or None when there is nothing to do."""
@@ -192,13 +194,16 @@ class Projector:
             await self._append(fold, missing, encode(missing))
         return fold if fold.last_seq == seq - 1 else None
 
-    async def _extend_conversation(self, fold: ResponseFold) -> None:
+    async def _keep_output(self, fold: ResponseFold) -> None:
         """A response in a conversation adds its input and output items to it."""
         request = fold.request
-        if request is None or request.conversation_id is None:
+        if request is None:
             return
-        items = [*request.new_input_items, *fold.response()["output"]]
-        await self._store.add_conversation_items(request.conversation_id, items)
+        output = fold.response()["output"]
+        await self._store.put_items(output, request.owner)  # for item_reference inputs
+        if request.conversation_id is not None:
+            items = [*request.new_input_items, *output]
+            await self._store.add_conversation_items(request.conversation_id, items)
 
     def _remember(self, response_id: str, fold: ResponseFold) -> None:
         self._folds[response_id] = fold

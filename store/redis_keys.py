@@ -11,6 +11,11 @@ from dataclasses import dataclass
 PREFIX = "spate"
 
 
+def item_key(item_id: str) -> str:
+    """String: one input or output item by id, with its owner (item_reference inputs)."""
+    return f"{PREFIX}:item:{{{item_id}}}"
+
+
 @dataclass(frozen=True, slots=True)
 class ResponseKeys:
     response_id: str

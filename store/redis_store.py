@@ -21,7 +21,7 @@ from store.errors import SeqGap, StoreError
 from store.items import dump, item_args, with_ids
 from store.records import ItemPage, JSONObject, PageOrder, StoredResponse
 from store.redis_conversations import RedisConversations
-from store.redis_keys import ResponseKeys
+from store.redis_keys import ResponseKeys, item_key
 from store.redis_scripts import RedisScripts, read_page, translated_errors
 
 # A follower re-reads at least this often, in case a notification was lost (pub/sub does
@@ -195,6 +195,22 @@ class RedisStore(RedisConversations, Store):
                 keys=ResponseKeys(response_id).all(), args=[self.ttl_s]
             )
         return bool(marked)
+
+    async def put_items(self, items: Sequence[Mapping[str, Any]], owner: str | None) -> None:
+        with translated_errors():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for item in items:
+                    value = json.dumps({"item": item, "owner": owner}, separators=(",", ":"))
+                    pipe.set(item_key(str(item["id"])), value, ex=self.ttl_s)
+                await pipe.execute()
+
+    async def get_item(self, item_id: str) -> tuple[JSONObject, str | None] | None:
+        with translated_errors():
+            value = await self._redis.get(item_key(item_id))
+        if value is None:
+            return None
+        stored = json.loads(value)
+        return stored["item"], stored["owner"]
 
     async def is_cancelled(self, response_id: str) -> bool:
         with translated_errors():

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from api.body import read_request
-from api.context import Context, context_of, with_context
+from api.context import Context, context_of, resolved_references, with_context
 from api.deps import JournalDep, OwnerDep, SettingsDep, require_api_key
 from api.errors import APIError
 from api.normalize import accept
@@ -25,6 +25,7 @@ async def count_input_tokens(
 ) -> dict[str, Any]:
     body = await read_request(request, settings.max_body_bytes)
     store = stateful_store(request, body)
+    body = await resolved_references(store, body, owner)
     context = await context_of(store, body, owner) if store is not None else Context()
     card = await check_model(journal, body)
     # The event a create would publish (never published): the worker renders it as it would.

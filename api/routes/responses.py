@@ -14,7 +14,13 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.admission import Admission
 from api.body import read_request
-from api.context import Context, context_of, stored_request, with_context
+from api.context import (
+    Context,
+    context_of,
+    resolved_references,
+    stored_request,
+    with_context,
+)
 from api.deps import AdmissionDep, JournalDep, OwnerDep, SettingsDep, require_api_key
 from api.errors import APIError
 from api.normalize import accept
@@ -46,6 +52,7 @@ async def create_response(
 ) -> Any:
     body = await read_request(request, settings.max_body_bytes)
     store = stateful_store(request, body)
+    body = await resolved_references(store, body, owner)
     context = await context_of(store, body, owner) if store is not None else Context()
     card = await check_model(journal, body)
     response_id = await response_id_for(journal, body)

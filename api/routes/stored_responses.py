@@ -14,6 +14,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.deps import JournalDep, OwnerDep, SettingsDep, require_api_key
 from api.errors import APIError, response_not_found
+from api.normalize import LOGPROBS_INCLUDE
 from api.request_model import INCLUDABLE
 from api.store_access import require_store_for_id
 from store import Store, StoredResponse
@@ -41,6 +42,19 @@ def shown(found: StoredResponse) -> dict[str, Any]:
     return found.response
 
 
+def included(response: dict[str, Any], include: list[str]) -> dict[str, Any]:
+    """`include[]` as on create: message logprobs only when asked for."""
+    if LOGPROBS_INCLUDE in include:
+        return response
+    output = [
+        {**item, "content": [{**part, "logprobs": []} if part.get("type") == "output_text"
+                             else part for part in item.get("content", [])]}
+        if item.get("type") == "message" else item
+        for item in response.get("output", [])
+    ]
+    return {**response, "output": output}
+
+
 @router.get("/v1/responses/{response_id}")
 async def retrieve(
     request: Request, response_id: str, owner: OwnerDep, settings: SettingsDep,
@@ -56,7 +70,7 @@ async def retrieve(
                            param="include", code="invalid_value")
     found = await stored(store, response_id, owner)
     if not stream:
-        return JSONResponse(shown(found))
+        return JSONResponse(included(shown(found), include or []))
     after = starting_after
     if after is None and last_event_id is not None and last_event_id.strip().lstrip("-").isdigit():
         after = int(last_event_id)

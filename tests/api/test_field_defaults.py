@@ -88,3 +88,12 @@ def test_a_refused_field_with_a_value_is_still_a_400(name: str) -> None:
     with pytest.raises(FieldRejected) as raised:
         validate(**{name: {"x": 1}})
     assert raised.value.param == name
+
+
+async def test_an_item_reference_needs_the_store(client: httpx.AsyncClient) -> None:
+    body = {**REQUIRED, "input": [{"type": "item_reference", "id": "msg_1"}]}
+    reply = await client.post("/v1/responses", json=body)
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["param"] == "input[0]"
+    assert STORE_ENV in error["message"]

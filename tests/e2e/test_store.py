@@ -217,3 +217,38 @@ def test_a_stream_resumes_after_its_replica_is_killed(
     assert events[-1]["type"] in ("response.completed", "response.incomplete")
     text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
     assert text == events[-1]["response"]["output"][0]["content"][0]["text"]
+
+
+def test_item_references_resolve_from_the_store(replicas: list[str]) -> None:
+    client = sdk(replicas[0])
+    first = client.responses.create(model=DEFAULT_MODEL, input="My name is Ada.",
+                                    max_output_tokens=8, temperature=0)
+    answer = first.output[-1]
+    second = client.responses.create(
+        model=DEFAULT_MODEL, max_output_tokens=8, temperature=0,
+        input=[{"type": "item_reference", "id": answer.id},
+               {"role": "user", "content": "Say it again."}],
+    )
+    alone = client.responses.create(model=DEFAULT_MODEL, input="Say it again.",
+                                    max_output_tokens=8, temperature=0)
+    assert second.usage.input_tokens > alone.usage.input_tokens
+    with pytest.raises(NotFoundError) as missing:
+        client.responses.create(model=DEFAULT_MODEL, max_output_tokens=2,
+                                input=[{"type": "item_reference", "id": "msg_nothing"}])
+    assert missing.value.body["param"] == "input[0].id"
+    with pytest.raises(NotFoundError):
+        sdk(replicas[0], "key-bob").responses.create(
+            model=DEFAULT_MODEL, max_output_tokens=2,
+            input=[{"type": "item_reference", "id": answer.id}])
+
+
+def test_get_includes_logprobs_only_when_asked(replicas: list[str]) -> None:
+    client = sdk(replicas[0])
+    created = client.responses.create(model=DEFAULT_MODEL, input="Hi", max_output_tokens=4,
+                                      temperature=0, include=["message.output_text.logprobs"],
+                                      top_logprobs=2)
+    assert created.output[-1].content[0].logprobs
+    with_logprobs = client.responses.retrieve(created.id, include=["message.output_text.logprobs"])
+    assert with_logprobs.output[-1].content[0].logprobs
+    plain = client.responses.retrieve(created.id)
+    assert plain.output[-1].content[0].logprobs == []

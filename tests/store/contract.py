@@ -6,6 +6,7 @@ from __future__ import annotations
 from tests.store.conversation_contract import ConversationContract
 from tests.store.failure_contract import FailureContract
 from tests.store.follow_contract import FollowContract
+from tests.store.item_contract import ItemContract
 from tests.store.lifetime_contract import LifetimeContract
 from tests.store.paging_contract import PagingContract
 from tests.store.response_contract import ResponseContract
@@ -16,6 +17,7 @@ class StoreContract(
     FollowContract,
     PagingContract,
     ConversationContract,
+    ItemContract,
     LifetimeContract,
     FailureContract,
 ):
