@@ -99,7 +99,7 @@ class Connection:
                     name=self.name,
                     connect_timeout=self.settings.nats_timeout_s,
                     max_reconnect_attempts=-1,
-                    reconnect_time_wait=1,
+                    reconnect_time_wait=0.5,
                     drain_timeout=5,
                     error_cb=self._on_error,
                     disconnected_cb=self._on_disconnected,

@@ -8,6 +8,7 @@ still serves it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from typing import Any
@@ -34,6 +35,8 @@ class Registry:
         self._connection = connection
         self._cards: dict[str, tuple[float, ModelCard]] = {}
         self._live_until: dict[str, float] = {}
+        # One liveness read per model at a time: a burst of requests shares it.
+        self._live_checks: dict[str, asyncio.Future[bool]] = {}
 
     async def _bucket(self, name: str) -> Any:
         js = self._connection.require()
@@ -80,6 +83,14 @@ class Registry:
         briefly (a hot path); a no never is, so a worker coming back is seen at once."""
         if self._live_until.get(model, 0.0) > time.monotonic():
             return True
+        running = self._live_checks.get(model)
+        if running is None:
+            running = asyncio.ensure_future(self._read_liveness(model))
+            self._live_checks[model] = running
+            running.add_done_callback(lambda _: self._live_checks.pop(model, None))
+        return await asyncio.shield(running)
+
+    async def _read_liveness(self, model: str) -> bool:
         live = bool(await self._live_keys(f"{model_key(model)}.*"))
         if live:
             self._live_until[model] = time.monotonic() + LIVE_CACHE_S

@@ -119,5 +119,5 @@ class ResponseWriter:
                         f"could not persist event {event.seq} of {self.response_id}: {error}"
                     ) from error
                 log.warning("republish of %s:%d failed (%s)", self.response_id, event.seq, error)
-                await asyncio.sleep(min(0.2 * 2**attempt, 2.0))
+                await asyncio.sleep(min(0.1 * 2**attempt, 0.5))
                 attempt += 1

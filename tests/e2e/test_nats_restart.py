@@ -68,7 +68,11 @@ def test_an_open_stream_rides_through_a_nats_restart() -> None:
         text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
         assert text == events[-1]["response"]["output"][0]["content"][0]["text"]
         assert text == expected
-        assert first_after is not None and first_after - restarted < 5.0
+        # The stream goes on within seconds of NATS answering again (the client reconnects
+        # every half second and an unsent event is retried as often), with room for a
+        # loaded two-core machine that is also running the model.
+        assert first_after is not None, "no event after the restart"
+        assert first_after - restarted < 10.0, f"stalled {first_after - restarted:.1f} s"
     finally:
         api.stop()
         worker.stop()
