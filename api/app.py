@@ -10,10 +10,12 @@ from fastapi.responses import JSONResponse
 
 from api.admission import Admission
 from api.errors import APIError, install_error_handlers
+from api.metrics import ApiMetrics, RequestMetrics
 from api.routes import (
     conversations,
     health,
     input_tokens,
+    metrics,
     models,
     responses,
     stored_responses,
@@ -27,11 +29,13 @@ from store.redis_store import RedisStore
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
     settings = settings or ApiSettings()
+    api_metrics = ApiMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         journal = Journal(settings, name="spate-api")
         app.state.settings = settings
+        app.state.metrics = api_metrics
         app.state.journal = journal
         app.state.admission = Admission(settings.max_inflight)
         app.state.store = None
@@ -53,6 +57,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     app = FastAPI(title="spate", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    app.add_middleware(RequestMetrics, metrics=api_metrics)
 
     @app.exception_handler(JournalUnavailable)
     async def _bus_unavailable(_: Request, error: JournalUnavailable) -> JSONResponse:
@@ -64,6 +69,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         return APIError(503, message, code="store_unavailable").response()
 
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(models.router)
     app.include_router(responses.router)
     app.include_router(input_tokens.router)

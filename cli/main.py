@@ -1,4 +1,4 @@
-"""`spate serve | api | worker`: the entry points people run."""
+"""`spate serve | api | worker | store | events`: the entry points people run."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import urllib.request
 from typing import Any
 
 from api.settings import ApiSettings
+from cli import events_command
+from cli.log_format import configure_logging
 from cli.nats_server import EmbeddedNats
 from cli.redis_server import EmbeddedRedis
 from cli.settings import DEFAULT_STORE_DIR, CliSettings
@@ -21,7 +23,6 @@ from workers.model.host import usable_cpu_count
 from workers.settings import WorkerSettings
 
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Kept across runs, unlike the embedded NATS data: stored responses outlive a restart.
 
 
@@ -70,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="decode threads on a CPU (default: every usable core; prefill "
                         "uses every core)")
     worker.add_argument("--nats-url", default=None)
+    worker.add_argument("--metrics-port", type=int, default=None,
+                        help="serve Prometheus metrics on this port (default: none)")
+
+    events_command.add_parser(commands)
 
     store = commands.add_parser(
         "store", help="the store's projection alone (API replicas with the store on run one too)")
@@ -96,8 +101,11 @@ def run_api(args: argparse.Namespace) -> None:
 
     settings = ApiSettings(**_overrides(args, ["host", "port", "nats_url", "store_url"]))
     logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
+    # JSON logs: uvicorn's own loggers go through the root handler (one format a line).
+    json_logs = CliSettings().log_format == "json"
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level="info", timeout_graceful_shutdown=5)
+                log_level="info", timeout_graceful_shutdown=5,
+                log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG)
 
 
 def run_worker(args: argparse.Namespace) -> None:
@@ -106,7 +114,7 @@ def run_worker(args: argparse.Namespace) -> None:
 
     settings = WorkerSettings(
         **_overrides(args, ["model", "served_model_name", "kernels", "dtype", "max_num_seqs", "num_threads",
-                            "nats_url"])
+                            "nats_url", "metrics_port"])
     )
 
     async def main() -> None:
@@ -257,7 +265,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=CliSettings().log_level, format=LOG_FORMAT)
+    cli_settings = CliSettings()
+    configure_logging(cli_settings.log_level, cli_settings.log_format)
     args = _parser().parse_args(argv)
     if args.command == "api":
         run_api(args)
@@ -265,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         run_worker(args)
     elif args.command == "store":
         return run_store(args)
+    elif args.command == "events":
+        return events_command.run_events(args)
     else:
         return run_serve(args)
     return 0

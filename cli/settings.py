@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from cli.log_format import LogFormat
+
 DEFAULT_STORE_DIR = ".spate/store"
 
 
@@ -13,6 +15,9 @@ class CliSettings(BaseSettings):
 
     # Every process's log level (a name the logging module knows).
     log_level: str = "INFO"
+    # Every process's log lines: `text`, or `json` (one object per line, with
+    # `response_id` and `trace_id` where a line has them).
+    log_format: LogFormat = "text"
     # `spate serve` uses this NATS when it is set, and starts an embedded nats-server
     # when it is not; the API and worker read their own (api/settings.py).
     nats_url: str | None = None

@@ -29,9 +29,19 @@ AnyEvent = Annotated[
 
 _adapter: TypeAdapter[Any] = TypeAdapter(AnyEvent)
 
-# (type, version) -> function lifting a payload of that version to version + 1.
-# Add one entry per schema change; decode() applies them in order.
-UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+def _reasoning_ended_v1(payload: dict[str, Any]) -> dict[str, Any]:
+    """v1 named a think block the model closed itself `cause: "model"`, which read like the
+    model's name; v2 says `end_marker`."""
+    if payload.get("cause") == "model":
+        return {**payload, "cause": "end_marker"}
+    return dict(payload)
+
+
+# (type, version) -> function lifting a payload of that version to version + 1: the one
+# place upcasters register. Add one entry per schema change; decode() applies them in order.
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
+    ("reasoning.ended", 1): _reasoning_ended_v1,
+}
 
 
 class EventDecodeError(ValueError):
@@ -43,24 +53,39 @@ def encode(event: Event) -> bytes:
 
 
 def decode(data: bytes | str | dict[str, Any]) -> Any:
-    if not UPCASTERS and not isinstance(data, dict):
-        # The hot path (a token event per decode step): parse and validate in one pass.
+    """The event in its current version. Payloads of the current version (every event
+    written by this code) are parsed and validated in one pass; only one that fails that
+    is parsed again and upcast, so the hot path pays nothing for old versions."""
+    if not isinstance(data, dict):
         try:
             return _adapter.validate_json(data)
         except ValueError as error:
-            raise EventDecodeError(str(error)) from error
-    try:
-        payload = data if isinstance(data, dict) else json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise EventDecodeError(f"not JSON: {error}") from error
+            first_error = error
+        try:
+            payload = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise EventDecodeError(f"not JSON: {error}") from error
+        if not _upcastable(payload):
+            raise EventDecodeError(str(first_error)) from first_error
+    else:
+        payload = data
     if not isinstance(payload, dict) or "type" not in payload:
         raise EventDecodeError("an event is a JSON object with a 'type'")
-    version = payload.get("v", 1)
-    while (upcast := UPCASTERS.get((payload["type"], version))) is not None:
-        payload = upcast(payload)
-        version += 1
-        payload["v"] = version
     try:
-        return _adapter.validate_python(payload)
+        return _adapter.validate_python(upcast(payload))
     except ValueError as error:
         raise EventDecodeError(str(error)) from error
+
+
+def upcast(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload lifted to its type's current version (unchanged when it is current)."""
+    version = payload.get("v", 1)
+    while (step := UPCASTERS.get((payload.get("type", ""), version))) is not None:
+        payload = step(payload)
+        version += 1
+        payload["v"] = version
+    return payload
+
+
+def _upcastable(payload: Any) -> bool:
+    return isinstance(payload, dict) and (payload.get("type"), payload.get("v", 1)) in UPCASTERS

@@ -64,9 +64,11 @@ class ReasoningEnded(Event):
     """The think block closed: the model wrote the end marker, or the budget forced it."""
 
     type: Literal["reasoning.ended"] = "reasoning.ended"
-    v: Literal[1] = 1
+    # v2: `cause` "model" became "end_marker" (events.codec upcasts v1).
+    v: Literal[2] = 2
 
-    cause: Literal["model", "budget"]
+    # "end_marker": the model wrote the end marker; "budget": thinking_token_budget forced it.
+    cause: Literal["end_marker", "budget"]
     reasoning_tokens: int = Field(ge=0)
 
 

@@ -8,14 +8,17 @@ registry and liveness, the workers' request queue, cancels, and input token coun
 no torch.
 """
 
+from journal.backlog import Backlog
 from journal.durable_consumer import Delivery, DurableConsumer
 from journal.errors import CountRefused, JournalUnavailable, PublishFailed
 from journal.follower import LogFollower
 from journal.journal import Journal
 from journal.settings import JournalSettings
+from journal.tail import TailedMessage
 from journal.writer import ResponseWriter
 
 __all__ = [
+    "Backlog",
     "CountRefused",
     "Delivery",
     "DurableConsumer",
@@ -25,4 +28,5 @@ __all__ = [
     "LogFollower",
     "PublishFailed",
     "ResponseWriter",
+    "TailedMessage",
 ]

@@ -16,6 +16,7 @@ from nats.js.api import ConsumerConfig
 
 from journal.connection import Connection
 from journal.topology import declare_consumer
+from journal.trace_context import TRACEPARENT_HEADER
 
 log = logging.getLogger("spate.journal.consumer")
 
@@ -32,6 +33,13 @@ class Delivery:
     @property
     def subject(self) -> str:
         return str(self._msg.subject)
+
+    @property
+    def traceparent(self) -> str | None:
+        """The W3C trace context the request was published with, if any."""
+        headers = self._msg.headers or {}
+        value = headers.get(TRACEPARENT_HEADER)
+        return str(value) if value else None
 
     async def ack(self) -> None:
         """Done: wait until JetStream has recorded it."""

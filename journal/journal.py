@@ -5,11 +5,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from events import RequestAccepted
-from events.subjects import CANCELS_SUBJECT_PREFIX, EVENTS_STREAM, REQUESTS_STREAM
+from events.subjects import (
+    CANCELS_SUBJECT_PREFIX,
+    EVENTS_STREAM,
+    EVENTS_SUBJECT_PREFIX,
+    REQUESTS_STREAM,
+    events_subject,
+    request_subject,
+    worker_consumer,
+)
+from journal.backlog import Backlog, consumer_backlog
 from journal.connection import Connection
 from journal.durable_consumer import DurableConsumer
 from journal.errors import JournalUnavailable
@@ -17,6 +26,7 @@ from journal.follower import LogFollower
 from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.registry import Registry
 from journal.settings import JournalSettings
+from journal.tail import TailedMessage, tail
 from journal.token_counts import CountHandler, request_count, serve_counts
 from journal.topology import projection_consumer_config, request_consumer_config
 from journal.writer import (
@@ -60,10 +70,10 @@ class Journal:
 
     # -- a response's log ----------------------------------------------------------------
 
-    async def publish_request(self, event: RequestAccepted) -> None:
+    async def publish_request(self, event: RequestAccepted, traceparent: str | None = None) -> None:
         js = self.connection.require()
         try:
-            await publish_request(js, event, self.settings.nats_timeout_s)
+            await publish_request(js, event, self.settings.nats_timeout_s, traceparent)
         except Exception as error:
             raise JournalUnavailable(f"Could not publish the request: {error}") from error
 
@@ -160,6 +170,38 @@ class Journal:
         feed = DurableConsumer(self.connection, EVENTS_STREAM, config)
         await feed.open()
         return feed
+
+    # -- observing -----------------------------------------------------------------------
+
+    async def rtt(self) -> float:
+        """Seconds of one round trip to the NATS server (a PING answered by a PONG)."""
+        self.connection.require()
+        try:
+            return float(await asyncio.wait_for(self.connection.nc.rtt(), self.settings.nats_timeout_s))
+        except Exception as error:
+            raise JournalUnavailable(f"NATS did not answer a ping: {error}") from error
+
+    async def request_backlog(self, model: str) -> Backlog | None:
+        """Requests of `model` waiting for a worker and running unacknowledged."""
+        return await consumer_backlog(
+            self.connection.require(), REQUESTS_STREAM, worker_consumer(model)
+        )
+
+    async def feed_backlog(self, durable_name: str) -> Backlog | None:
+        """Events an `event_feed(durable_name)` has not applied yet."""
+        return await consumer_backlog(self.connection.require(), EVENTS_STREAM, durable_name)
+
+    def tail_events(self, from_start: bool = False) -> AsyncIterator[TailedMessage]:
+        """Every response's events as they are written (or from the oldest stored)."""
+        return tail(self.connection.require(), EVENTS_STREAM, f"{EVENTS_SUBJECT_PREFIX}.>", from_start)
+
+    def tail_requests(self, model: str, from_start: bool = False) -> AsyncIterator[TailedMessage]:
+        """`model`'s request events as the API publishes them."""
+        return tail(self.connection.require(), REQUESTS_STREAM, request_subject(model), from_start)
+
+    def tail_response(self, response_id: str) -> AsyncIterator[TailedMessage]:
+        """One response's log from seq 0, then its events as they are written."""
+        return tail(self.connection.require(), EVENTS_STREAM, events_subject(response_id), True)
 
 
 class Subscription:

@@ -13,7 +13,7 @@ import contextlib
 import time
 from typing import Any
 
-from nats.js.errors import KeyNotFoundError
+from nats.js.errors import KeyNotFoundError, NoKeysError
 
 from events import ModelCard
 from events.subjects import MODELS_BUCKET, WORKERS_BUCKET, model_key, subject_token
@@ -105,6 +105,16 @@ class Registry:
                 entry = await models.get(key)
                 cards.append(ModelCard.model_validate_json(entry.value))
         return cards
+
+    async def model_names(self) -> list[str]:
+        """Every advertised model (as its registry key), live or not."""
+        models = await self._bucket(MODELS_BUCKET)
+        try:
+            return sorted(await models.keys())
+        except NoKeysError:
+            return []
+        except Exception as error:
+            raise JournalUnavailable(f"Could not read the model registry: {error}") from error
 
     async def _live_keys(self, pattern: str) -> list[str]:
         workers = await self._bucket(WORKERS_BUCKET)

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from events import CancelRequested, RequestAccepted, encode
 from events.subjects import cancel_subject, event_msg_id, events_subject, request_subject
 from journal.errors import PublishFailed
+from journal.trace_context import TRACEPARENT_HEADER
 
 log = logging.getLogger("spate.journal.writer")
 
@@ -21,21 +22,25 @@ SETTLE_EVERY = 256
 CancelReason = Literal["client_disconnected", "requested"]
 
 
-async def publish_request(js: Any, event: RequestAccepted, timeout: float) -> None:
+async def publish_request(
+    js: Any, event: RequestAccepted, timeout: float, traceparent: str | None = None
+) -> None:
     """Write seq 0 of the response's log, then hand the request to the workers.
 
     The log is written first so a worker never runs a request whose log is missing. Both
     go out back to back and their acks are awaited together: one round trip, not two.
+    A W3C `traceparent` rides in the headers of both, so the worker's logs join the trace.
     """
     payload = encode(event)
+    trace = {TRACEPARENT_HEADER: traceparent} if traceparent else {}
     acks = [
         await js.publish_async(
             events_subject(event.response_id), payload,
-            headers={"Nats-Msg-Id": event_msg_id(event.response_id, 0)},
+            headers={"Nats-Msg-Id": event_msg_id(event.response_id, 0), **trace},
         ),
         await js.publish_async(
             request_subject(event.model), payload,
-            headers={"Nats-Msg-Id": event.response_id},
+            headers={"Nats-Msg-Id": event.response_id, **trace},
         ),
     ]
     await asyncio.wait_for(asyncio.gather(*acks), timeout)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,11 +23,13 @@ class EngineLoop:
         on_outputs: Callable[[list[Any]], None],
         on_failure: Callable[[list[str], BaseException], None],
         call_soon: Callable[..., Any],
+        on_step_time: Callable[[float], None] | None = None,
     ) -> None:
         self._engine = engine
         self._on_outputs = on_outputs
         self._on_failure = on_failure
         self._call_soon = call_soon
+        self._on_step_time = on_step_time
         self._commands: queue.SimpleQueue[tuple[str, tuple[Any, ...]]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._stopping = False
@@ -73,7 +76,10 @@ class EngineLoop:
                 self._wake.clear()
                 continue
             try:
+                started = time.perf_counter()
                 outputs = self._engine.step()
+                if self._on_step_time is not None:
+                    self._on_step_time(time.perf_counter() - started)
             except Exception as error:
                 # A step that raises leaves every running sequence in doubt: fail them
                 # all (their requests go back to the queue) rather than serve garbage.

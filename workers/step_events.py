@@ -41,7 +41,8 @@ class StepEvents:
                                                  "logprobs": self._logprobs(delta)}))
         if output.reasoning_ended:
             self.in_reasoning = False
-            events.append((ReasoningEnded, {"cause": output.reasoning_ended,
+            cause = "budget" if output.reasoning_ended == "budget" else "end_marker"
+            events.append((ReasoningEnded, {"cause": cause,
                                             "reasoning_tokens": output.num_reasoning_tokens}))
         for delta in output.deltas:
             if delta.channel != "reasoning":

@@ -19,7 +19,9 @@ from events import (
     decode,
 )
 from journal import CountRefused, Delivery, DurableConsumer, Journal, ResponseWriter
+from journal.trace_context import trace_id_of
 from workers.engine_loop import EngineLoop
+from workers.metrics import WorkerMetrics
 from workers.recovery import PriorProgress, progress_of
 from workers.served_model import InvalidRequest, ServedModel, check_served_model
 from workers.settings import WorkerSettings
@@ -33,12 +35,22 @@ class Job:
     request: RequestAccepted
     delivery: Delivery
     publisher: ResponseWriter
+    # The worker's log with this response's id and trace id on every line.
+    log: logging.LoggerAdapter[logging.Logger]
     cancelled: bool = False
     finished: bool = False
     # Every output token id, kept only for enable_response_messages.
     output_token_ids: list[int] | None = None
     # Turns the engine's outputs into events; set once the prompt is built.
     events: StepEvents | None = None
+    # Its prompt's prefill has been counted (on its first engine output).
+    prefill_counted: bool = False
+
+
+def response_log(response_id: str, traceparent: str | None) -> logging.LoggerAdapter[logging.Logger]:
+    return logging.LoggerAdapter(
+        log, {"response_id": response_id, "trace_id": trace_id_of(traceparent)}
+    )
 
 
 class Worker:
@@ -54,6 +66,7 @@ class Worker:
         self._outputs: asyncio.Queue[list[Any]] = asyncio.Queue()
         self._capacity = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.metrics = WorkerMetrics()
 
     @property
     def served(self) -> ServedModel:
@@ -78,9 +91,14 @@ class Worker:
         loop = asyncio.get_running_loop()
         self._engine = EngineLoop(
             self._served.engine, self._outputs.put_nowait, self._on_engine_failure,
-            loop.call_soon_threadsafe,
+            loop.call_soon_threadsafe, on_step_time=self.metrics.observe_step,
         )
         self._engine.start()
+        self.metrics.watch(self._served.engine)
+        if self.settings.metrics_port is not None:
+            self.metrics.serve(self.settings.metrics_host, self.settings.metrics_port)
+            log.info("metrics at http://%s:%d/metrics", self.settings.metrics_host,
+                     self.settings.metrics_port)
         card = self._served.card
         requests = await self._journal.request_queue(
             card.name, self.settings.ack_wait_s, self.settings.max_deliver
@@ -102,6 +120,7 @@ class Worker:
             for task in background:
                 task.cancel()
             self._engine.stop()
+            self.metrics.close()
             with contextlib.suppress(Exception):
                 await self._journal.registry.withdraw(card.name, self.settings.worker_id)
             await self._journal.close()
@@ -144,23 +163,29 @@ class Worker:
             await delivery.term()
             return
         response_id = request.response_id
+        job_log = response_log(response_id, delivery.traceparent)
         delivered = delivery.num_delivered
         progress = PriorProgress()
         if delivered > 1:
+            self.metrics.counts.redeliveries += 1
             progress = progress_of(await self._journal.read_log(response_id))
             if progress.finished:
                 await delivery.ack()
                 return
-            log.info("resuming %s (delivery %d) at seq %d with %d tokens", response_id,
-                     delivered, progress.next_seq, len(progress.output_token_ids))
-        job = Job(request, delivery, self._journal.writer(response_id, progress.next_seq))
+            if progress.output_token_ids:
+                self.metrics.counts.resumes += 1
+            job_log.info("resuming %s (delivery %d) at seq %d with %d tokens", response_id,
+                         delivered, progress.next_seq, len(progress.output_token_ids))
+        else:
+            job_log.info("took %s (%s)", response_id, request.model)
+        job = Job(request, delivery, self._journal.writer(response_id, progress.next_seq), job_log)
         self._jobs[response_id] = job  # registered first, so a cancel from now on is seen
         try:
             await self._prepare_job(job, progress, delivered)
         except Exception as error:
             # A bug must still end the response (an unanswered request hangs its client); one
             # whose failure cannot be written either goes back to the queue.
-            log.exception("starting %s failed", response_id)
+            job_log.exception("starting %s failed", response_id)
             try:
                 if not job.finished:
                     await self._fail(job, "server_error", f"The worker could not start the response: {error}")
@@ -223,6 +248,7 @@ class Worker:
             raise RuntimeError(f"an engine output for {output.request_id} before its prompt")
         if job.output_token_ids is not None:
             job.output_token_ids.extend(output.new_token_ids)
+        self._count(job, output)
         for event_type, fields in job.events.of(output):
             await publish(event_type, **fields)
         if output.finished:
@@ -232,7 +258,19 @@ class Worker:
                 raw = await asyncio.to_thread(self.served.decode, job.output_token_ids)
             await publish(GenerationFinished, finish_reason=output.finish_reason,
                           usage=usage_of(output), raw_output_text=raw)
+            job.log.info("finished %s: %s, %d output tokens", output.request_id,
+                         output.finish_reason, output.num_output_tokens)
             self._spawn(self._settle(job))
+
+    def _count(self, job: Job, output: Any) -> None:
+        counts = self.metrics.counts
+        counts.tokens_generated += len(output.new_token_ids)
+        if output.reasoning_ended == "budget":
+            counts.budget_cutoffs += 1
+        if not job.prefill_counted and output.new_token_ids:
+            job.prefill_counted = True
+            counts.tokens_prefilled += output.num_prompt_tokens - output.num_cached_tokens
+            counts.prompt_tokens_cached += output.num_cached_tokens
 
     async def _settle(self, job: Job) -> None:
         """Ack the request once its terminal event is persisted."""
@@ -240,7 +278,7 @@ class Worker:
             await job.publisher.flush()
             await job.delivery.ack()
         except Exception as error:  # PublishFailed, or NATS away
-            log.warning("could not settle %s: %s", job.request.response_id, error)
+            job.log.warning("could not settle %s: %s", job.request.response_id, error)
             with contextlib.suppress(Exception):
                 await job.delivery.nak()
         finally:
@@ -248,7 +286,7 @@ class Worker:
 
     async def _give_back(self, job: Job, error: BaseException) -> None:
         job.finished = True
-        log.warning("handing %s back to the queue: %s", job.request.response_id, error)
+        job.log.warning("handing %s back to the queue: %s", job.request.response_id, error)
         with contextlib.suppress(Exception):
             await job.delivery.nak(delay=1)
         self._release(job)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,17 +22,27 @@ from api.context import (
     stored_request,
     with_context,
 )
-from api.deps import AdmissionDep, JournalDep, OwnerDep, SettingsDep, require_api_key
+from api.deps import (
+    AdmissionDep,
+    JournalDep,
+    MetricsDep,
+    OwnerDep,
+    SettingsDep,
+    require_api_key,
+)
 from api.errors import APIError
+from api.metrics import ResponseTimer
 from api.normalize import accept
 from api.request_model import ResponsesRequest
 from api.store_access import projector_of, require_store_for_field, store_or_none
-from events import GenerationFailed, ModelCard, ResponseFold, encode
+from events import GenerationFailed, ModelCard, ResponseFold, TokensGenerated, encode
 from events.ids import new_response_id
 from journal import Journal, JournalUnavailable, LogFollower
+from journal.trace_context import TRACEPARENT_HEADER, trace_id_of, valid_traceparent
 from store import Store, StoreError
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
+log = logging.getLogger("spate.api")
 
 # Failures that say the request itself was bad, or that nothing could serve it: with no
 # output yet, a plain HTTP client gets them as that status rather than a 200 carrying a
@@ -48,8 +59,10 @@ ERROR_STATUS = {
 @router.post("/v1/responses")
 async def create_response(
     request: Request, journal: JournalDep, settings: SettingsDep, admission: AdmissionDep,
-    owner: OwnerDep,
+    owner: OwnerDep, metrics: MetricsDep,
 ) -> Any:
+    timer = ResponseTimer(metrics)
+    traceparent = valid_traceparent(request.headers.get(TRACEPARENT_HEADER))
     body = await read_request(request, settings.max_body_bytes)
     store = stateful_store(request, body)
     body = await resolved_references(store, body, owner)
@@ -61,24 +74,26 @@ async def create_response(
         event = stored_request(event, body, context, owner)
     if body.background and not body.stream:
         # Nobody follows it: the work runs with no client attached.
-        await journal.publish_request(event)
+        await journal.publish_request(event, traceparent)
         if event.store:  # a GET right after this answer finds it
             await projector_of(request).apply(event, encode(event))
         return JSONResponse(ResponseFold().apply(event)[0]["response"])
     admission.admit()
     try:
         events = await journal.follow(event.response_id)
-        await journal.publish_request(event)
+        await journal.publish_request(event, traceparent)
     except BaseException:
         admission.release()
         raise
+    log.info("accepted %s for %s", event.response_id, event.model,
+             extra={"response_id": event.response_id, "trace_id": trace_id_of(traceparent)})
     cancel_on_disconnect = not body.background
     if body.stream:
         return EventSourceResponse(
-            sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect),
+            sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect, timer),
             ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
         )
-    reply = await json_reply(request, events, journal, admission, event.response_id)
+    reply = await json_reply(request, events, journal, admission, event.response_id, timer)
     if event.store:  # a GET right after this answer reads what it said
         with contextlib.suppress(StoreError, JournalUnavailable):
             await projector_of(request).catch_up(event.response_id)
@@ -128,12 +143,14 @@ async def check_model(journal: Journal, body: ResponsesRequest) -> ModelCard:
 
 
 async def fold_events(
-    events: LogFollower, state: ResponseFold, journal: Journal, idle: float = 1.0
+    events: LogFollower, state: ResponseFold, journal: Journal, idle: float = 1.0,
+    timer: ResponseTimer | None = None,
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """Yield each batch of SSE events the fold produces, until the response is done.
 
     A lost bus, or a request whose model lost its last worker, becomes a
     generation.failed, so clients see `error` and `response.failed`, never a hang.
+    `timer`, when given, sees each step's tokens and the end.
     """
     loop = asyncio.get_running_loop()
     last_event_at = loop.time()
@@ -152,9 +169,13 @@ async def fold_events(
             yield []
             continue
         last_event_at = loop.time()
+        if timer is not None and type(event) is TokensGenerated:
+            timer.tokens(len(event.token_ids))
         produced = state.apply(event)
         if produced:
             yield produced
+    if timer is not None:
+        timer.finish()
 
 
 async def orphaned(
@@ -197,19 +218,23 @@ def local_failure(state: ResponseFold, code: str, message: str) -> GenerationFai
     )
 
 
+def server_sent_event(sse: dict[str, Any]) -> ServerSentEvent:
+    """One SSE event as it goes on the wire; a replayed log renders through this too."""
+    return ServerSentEvent(
+        data=json.dumps(sse, separators=(",", ":")), event=sse["type"],
+        id=str(sse["sequence_number"]),
+    )
+
+
 async def sse_stream(
     events: LogFollower, journal: Journal, admission: Admission, response_id: str,
-    cancel_on_disconnect: bool = True,
+    cancel_on_disconnect: bool = True, timer: ResponseTimer | None = None,
 ) -> AsyncIterator[ServerSentEvent]:
     state = ResponseFold()
     try:
-        async for batch in fold_events(events, state, journal):
+        async for batch in fold_events(events, state, journal, timer=timer):
             for sse in batch:
-                yield ServerSentEvent(
-                    data=json.dumps(sse, separators=(",", ":")),
-                    event=sse["type"],
-                    id=str(sse["sequence_number"]),
-                )
+                yield server_sent_event(sse)
     finally:
         admission.release()
         await events.close()
@@ -218,11 +243,12 @@ async def sse_stream(
 
 
 async def json_reply(
-    request: Request, events: LogFollower, journal: Journal, admission: Admission, response_id: str
+    request: Request, events: LogFollower, journal: Journal, admission: Admission, response_id: str,
+    timer: ResponseTimer | None = None,
 ) -> JSONResponse:
     state = ResponseFold()
     try:
-        async for _ in fold_events(events, state, journal):
+        async for _ in fold_events(events, state, journal, timer=timer):
             if not state.done and await request.is_disconnected():
                 journal.cancel_soon(response_id, "client_disconnected")
                 break

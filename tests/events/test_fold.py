@@ -167,7 +167,7 @@ def test_log_must_start_with_request() -> None:
 def test_codec_round_trip_every_event() -> None:
     for event in log_of(
         started(), tokens("reasoning", "é"),
-        ReasoningEnded(response_id=RID, seq=1, cause="model", reasoning_tokens=1),
+        ReasoningEnded(response_id=RID, seq=1, cause="end_marker", reasoning_tokens=1),
         finished("stop", 1),
         GenerationFailed(response_id=RID, seq=1, code="c", message="m", param="input"),
     ):
