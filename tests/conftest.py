@@ -29,6 +29,8 @@ class Stack:
     base_url: str
     api: SpateProcess
     worker: SpateProcess | None = None
+    # The stack's worker serves Prometheus metrics here.
+    worker_metrics_url: str | None = None
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +42,9 @@ def nats_server() -> Iterator[EmbeddedNats]:
 @pytest.fixture(scope="session")
 def api_server(nats_server: EmbeddedNats) -> Iterator[Stack]:
     port = free_port()
-    api = SpateProcess(["api", "--port", str(port)], {"SPATE_NATS_URL": nats_server.url}, "api")
+    # JSON logs on the session's API and worker: tests/e2e/test_logs.py reads them.
+    api = SpateProcess(["api", "--port", str(port)],
+                       {"SPATE_NATS_URL": nats_server.url, "SPATE_LOG_FORMAT": "json"}, "api")
     base_url = f"http://127.0.0.1:{port}"
     try:
         wait_http(f"{base_url}/health", api, timeout=60)
@@ -52,13 +56,17 @@ def api_server(nats_server: EmbeddedNats) -> Iterator[Stack]:
 @pytest.fixture(scope="session")
 def stack(api_server: Stack) -> Iterator[Stack]:
     """The API plus one worker serving the default model, ready for requests."""
+    metrics_port = free_port()
     worker = SpateProcess(
-        ["worker", "--model", DEFAULT_MODEL, "--max-num-seqs", "16"],
-        {"SPATE_NATS_URL": api_server.nats_url, "SPATE_WORKER_ID": "test-worker"},
+        ["worker", "--model", DEFAULT_MODEL, "--max-num-seqs", "16",
+         "--metrics-port", str(metrics_port)],
+        {"SPATE_NATS_URL": api_server.nats_url, "SPATE_WORKER_ID": "test-worker",
+         "SPATE_LOG_FORMAT": "json"},
         "worker",
     )
     try:
         wait_http(f"{api_server.base_url}/ready", worker, timeout=MODEL_LOAD_TIMEOUT)
-        yield Stack(api_server.nats_url, api_server.base_url, api_server.api, worker)
+        yield Stack(api_server.nats_url, api_server.base_url, api_server.api, worker,
+                    f"http://127.0.0.1:{metrics_port}/metrics")
     finally:
         worker.stop()

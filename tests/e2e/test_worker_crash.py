@@ -4,10 +4,12 @@ same log from the next seq, and the client's one stream has nothing lost or repe
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 
 from tests.conftest import DEFAULT_MODEL, MODEL_LOAD_TIMEOUT, Stack
+from tests.e2e.replay import replayed_sse
 from tests.processes import SpateProcess, wait_for
 
 NAME = "crash-smollm"
@@ -28,7 +30,7 @@ def live(stack: Stack) -> bool:
     return any(model["id"] == NAME for model in models)
 
 
-def test_stream_survives_a_worker_kill(stack: Stack) -> None:
+async def test_stream_survives_a_worker_kill(stack: Stack) -> None:
     first = worker(stack, "crash-first")
     second = None
     try:
@@ -37,10 +39,12 @@ def test_stream_survives_a_worker_kill(stack: Stack) -> None:
         expected = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=300).json()
 
         events = []
+        raw: list[str] = []  # every line as sent, to compare with the stored log's replay
         with httpx.stream("POST", f"{stack.base_url}/v1/responses",
                           json={**body, "stream": True}, timeout=300) as reply:
             lines = reply.iter_lines()
             for line in lines:
+                raw.append(line)
                 if line.startswith("data:"):
                     events.append(json.loads(line[5:]))
                     deltas = sum(e["type"] == "response.output_text.delta" for e in events)
@@ -49,6 +53,7 @@ def test_stream_survives_a_worker_kill(stack: Stack) -> None:
             first.kill()
             second = worker(stack, "crash-second")
             for line in lines:
+                raw.append(line)
                 if line.startswith("data:"):
                     events.append(json.loads(line[5:]))
         assert [e["sequence_number"] for e in events] == list(range(len(events)))
@@ -59,6 +64,11 @@ def test_stream_survives_a_worker_kill(stack: Stack) -> None:
         assert text == expected["output"][0]["content"][0]["text"]
         assert final["usage"]["output_tokens"] == TOKENS
         assert "resuming" in second.output()
+        # The log two workers wrote folds to exactly what the client was sent.
+        replayed = await replayed_sse(stack.nats_url, final["id"])
+        # (keep-alive comments, one line and a blank one each, are not events)
+        live = re.sub(r"(?m)^:[^\n]*\n\n", "", "\n".join(raw)).strip()
+        assert re.sub(r"\r?\n", "\n", replayed.decode()).strip() == live
     finally:
         first.kill()
         if second is not None:

@@ -1,0 +1,53 @@
+"""SPATE_LOG_FORMAT=json: one JSON object a line, with the response and trace ids a line has."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from cli.log_format import JsonFormatter
+from journal.trace_context import trace_id_of, valid_traceparent
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT = "00f067aa0ba902b7"
+
+
+def record(**extra: object) -> logging.LogRecord:
+    made = logging.LogRecord("spate.worker", logging.INFO, __file__, 1, "took %s", ("resp_1",), None)
+    for name, value in extra.items():
+        setattr(made, name, value)
+    return made
+
+
+def test_a_line_is_one_json_object() -> None:
+    line = JsonFormatter().format(record(response_id="resp_1", trace_id=TRACE))
+    assert "\n" not in line
+    parsed = json.loads(line)
+    assert parsed["message"] == "took resp_1"
+    assert (parsed["level"], parsed["logger"]) == ("INFO", "spate.worker")
+    assert (parsed["response_id"], parsed["trace_id"]) == ("resp_1", TRACE)
+
+
+def test_fields_a_line_does_not_have_are_left_out() -> None:
+    parsed = json.loads(JsonFormatter().format(record(trace_id=None)))
+    assert "response_id" not in parsed and "trace_id" not in parsed
+
+
+def test_an_exception_stays_on_its_line() -> None:
+    try:
+        raise ValueError("bad\nthing")
+    except ValueError:
+        import sys
+
+        made = record()
+        made.exc_info = sys.exc_info()
+    line = JsonFormatter().format(made)
+    assert "\n" not in line and "ValueError" in json.loads(line)["exception"]
+
+
+def test_traceparent_parsing() -> None:
+    assert trace_id_of(f"00-{TRACE}-{PARENT}-01") == TRACE
+    assert valid_traceparent(f" 00-{TRACE.upper()}-{PARENT}-01 ") == f"00-{TRACE}-{PARENT}-01"
+    for bad in (None, "", "00-abc-def-01", f"ff-{TRACE}-{PARENT}-01",
+                f"00-{'0' * 32}-{PARENT}-01", f"00-{TRACE}-{'0' * 16}-01"):
+        assert trace_id_of(bad) is None, bad
