@@ -67,8 +67,8 @@ async def test_stream_survives_a_worker_kill(stack: Stack) -> None:
         # The log two workers wrote folds to exactly what the client was sent.
         replayed = await replayed_sse(stack.nats_url, final["id"])
         # (keep-alive comments, one line and a blank one each, are not events)
-        live = re.sub(r"(?m)^:[^\n]*\n\n", "", "\n".join(raw)).strip()
-        assert re.sub(r"\r?\n", "\n", replayed.decode()).strip() == live
+        sent = re.sub(r"(?m)^:[^\n]*\n\n", "", "\n".join(raw)).strip()
+        assert re.sub(r"\r?\n", "\n", replayed.decode()).strip() == sent
     finally:
         first.kill()
         if second is not None:
