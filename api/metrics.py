@@ -9,7 +9,7 @@ once, when it ends: nothing here runs per token.
 from __future__ import annotations
 
 import contextlib
-import time
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -101,21 +101,22 @@ class ApiMetrics:
 class ResponseTimer:
     """The latencies of one response, observed once when it ends."""
 
-    __slots__ = ("_metrics", "_started", "_first_token", "_last_token", "_tokens_after_first", "_done")
+    __slots__ = ("_metrics", "_clock", "_started", "_first_token", "_last_token", "_tokens_after_first", "_done")
 
-    def __init__(self, metrics: ApiMetrics) -> None:
+    def __init__(self, metrics: ApiMetrics, clock: Callable[[], float]) -> None:
         self._metrics = metrics
-        self._started = time.perf_counter()
+        # The event loop's clock, which the fold loop already reads for every event.
+        self._clock = clock
+        self._started = clock()
         self._first_token: float | None = None
         self._last_token = 0.0
         self._tokens_after_first = 0
         self._done = False
 
-    def tokens(self, count: int) -> None:
-        """`count` tokens arrived (one decode step's event)."""
+    def tokens(self, count: int, now: float) -> None:
+        """`count` tokens arrived at `now` (one decode step's event)."""
         if count <= 0:
             return
-        now = time.perf_counter()
         if self._first_token is None:
             self._first_token = now
             count -= 1
@@ -126,7 +127,7 @@ class ResponseTimer:
         if self._done:
             return
         self._done = True
-        now = time.perf_counter()
+        now = self._clock()
         self._metrics.end_to_end_latency.observe(now - self._started)
         if self._first_token is None:
             return

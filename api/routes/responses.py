@@ -61,7 +61,7 @@ async def create_response(
     request: Request, journal: JournalDep, settings: SettingsDep, admission: AdmissionDep,
     owner: OwnerDep, metrics: MetricsDep,
 ) -> Any:
-    timer = ResponseTimer(metrics)
+    timer = ResponseTimer(metrics, asyncio.get_running_loop().time)
     traceparent = valid_traceparent(request.headers.get(TRACEPARENT_HEADER))
     body = await read_request(request, settings.max_body_bytes)
     store = stateful_store(request, body)
@@ -170,7 +170,7 @@ async def fold_events(
             continue
         last_event_at = loop.time()
         if timer is not None and type(event) is TokensGenerated:
-            timer.tokens(len(event.token_ids))
+            timer.tokens(len(event.token_ids), last_event_at)
         produced = state.apply(event)
         if produced:
             yield produced
