@@ -15,6 +15,7 @@ from api.routes import (
     health,
     input_tokens,
     models,
+    playground,
     responses,
     stored_responses,
 )
@@ -69,4 +70,5 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(input_tokens.router)
     app.include_router(stored_responses.router)
     app.include_router(conversations.router)
+    playground.install_playground(app)
     return app
