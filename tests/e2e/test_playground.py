@@ -3,6 +3,7 @@ against real processes: nats-server, a worker with the default model and the API
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import Route, async_playwright, expect
 
 from cli.nats_server import free_port
 from tests.conftest import DEFAULT_MODEL, Stack
@@ -132,3 +133,30 @@ async def test_playground_asks_for_the_key_a_server_requires(stack: Stack) -> No
                 await browser.close()
     finally:
         keyed.stop()
+
+
+async def test_stop_ends_the_stream(stack: Stack) -> None:
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = await browser.new_page()
+
+            # A response that cannot end on its own before Stop is clicked.
+            async def never_ending(route: Route) -> None:
+                body = json.loads(route.request.post_data or "{}")
+                await route.continue_(post_data=json.dumps({**body, "ignore_eos": True}))
+
+            await page.route("**/v1/responses", never_ending)
+            await page.goto(f"{stack.base_url}/")
+            await expect(page.locator("#model")).to_have_value(DEFAULT_MODEL, timeout=30_000)
+            await page.check("#thinking")
+            await page.fill("#thinking-budget", "8")
+            await page.fill("#max-output-tokens", "4000")
+            await page.click("#send")
+            await expect(page.locator("#answer")).not_to_have_text("", timeout=300_000)
+            await page.click("#stop")
+            await expect(page.locator("#stat-status")).to_have_text("stopped", timeout=30_000)
+            await expect(page.locator("#send")).to_be_enabled()
+            await expect(page.locator("#stop")).to_be_disabled()
+        finally:
+            await browser.close()
