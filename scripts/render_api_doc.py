@@ -76,6 +76,8 @@ budget, a model that never closes its block runs into `max_output_tokens`, so se
 
 ## Other routes
 
+- `GET /`: the playground, a page that streams a response with its reasoning and answer
+  side by side (files in `api/static/`; see the README's "Try it in a browser").
 - `GET /v1/models`: the models some live worker serves.
 - `GET /health`: the process is up. `GET /ready`: NATS connected and at least one live worker.
 - `GET /v1/responses/{id}` (also with `?stream=true&starting_after=N`),
