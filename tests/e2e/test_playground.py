@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import httpx
@@ -92,7 +93,13 @@ async def test_playground_streams_reasoning_then_answer(stack: Stack, tmp_path: 
         "model": DEFAULT_MODEL, "input": "What is 17 * 3?", "reasoning": {"effort": "medium"},
         "thinking_token_budget": BUDGET, "temperature": 0, "max_output_tokens": 80,
     }
-    reply = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=300)
+    # 429 and 503 say "try again" (a worker heartbeat late on a loaded machine, say).
+    deadline = time.monotonic() + 60
+    while True:
+        reply = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=300)
+        if reply.status_code not in (429, 503) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     assert reply.status_code == 200, reply.text
     texts = {item["type"]: item["content"][0]["text"] for item in reply.json()["output"]}
     assert texts == {"reasoning": reasoning, "message": answer}
