@@ -23,7 +23,7 @@ from api.routes import (
 )
 from api.settings import ApiSettings
 from journal import Journal, JournalUnavailable
-from store import StoreUnavailable
+from store import StoreError
 from store.projector import Projector
 from store.redis_store import RedisStore
 
@@ -64,8 +64,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     async def _bus_unavailable(_: Request, error: JournalUnavailable) -> JSONResponse:
         return APIError(503, str(error), code="bus_unavailable").response()
 
-    @app.exception_handler(StoreUnavailable)
-    async def _store_unavailable(_: Request, error: StoreUnavailable) -> JSONResponse:
+    @app.exception_handler(StoreError)
+    async def _store_unavailable(_: Request, error: StoreError) -> JSONResponse:
+        # Unreachable, or refusing (e.g. a Redis in protected mode or out of memory): the
+        # store is a dependency that failed, never this server's 500.
         message = f"The response store is unavailable: {error}"
         return APIError(503, message, code="store_unavailable").response()
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+import redis
 
 from cli.nats_server import free_port
 from cli.redis_server import EmbeddedRedis
@@ -117,3 +118,25 @@ def test_redis_down_mid_stream(store_api: str, redis_server: RestartableRedis) -
         for part in item["content"] if part["type"] == "output_text")
     assert stored_text == streamed_text
     assert stored["status"] == events[-1]["response"]["status"]
+
+
+def test_redis_refusing_is_a_503(store_api: str, redis_server: RestartableRedis) -> None:
+    """A Redis that answers but refuses (here: its user lost the right to read) is a
+    dependency failing: a 503 in OpenAI's shape, never a 500."""
+    reply = httpx.post(f"{store_api}/v1/responses", timeout=120, json={
+        "model": DEFAULT_MODEL, "input": "Hi", "max_output_tokens": 3})
+    assert reply.status_code == 200
+    response_id = reply.json()["id"]
+    admin = redis.Redis.from_url(redis_server.url)
+    admin.execute_command("ACL", "SETUSER", "default", "-@read", "-@scripting")
+    try:
+        refused = httpx.get(f"{store_api}/v1/responses/{response_id}", timeout=30)
+        assert refused.status_code == 503, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "store_unavailable" and "permission" in error["message"].lower()
+    finally:
+        admin.execute_command("ACL", "SETUSER", "default", "+@all")
+        admin.close()
+    stored = httpx.get(f"{store_api}/v1/responses/{response_id}", timeout=30)
+    assert stored.status_code == 200, stored.text
+    assert stored.json()["id"] == response_id
