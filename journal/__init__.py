@@ -9,7 +9,7 @@ no torch.
 """
 
 from journal.durable_consumer import Delivery, DurableConsumer
-from journal.errors import CountRefused, JournalUnavailable, PublishFailed
+from journal.errors import CountRefused, Fenced, JournalUnavailable, PublishFailed
 from journal.follower import LogFollower
 from journal.journal import Journal
 from journal.settings import JournalSettings
@@ -19,6 +19,7 @@ __all__ = [
     "CountRefused",
     "Delivery",
     "DurableConsumer",
+    "Fenced",
     "Journal",
     "JournalSettings",
     "JournalUnavailable",

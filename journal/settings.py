@@ -26,6 +26,9 @@ class JournalSettings(BaseSettings):
     max_deliver: int = Field(default=5, ge=1)
     # A worker's liveness key lives this long unless its heartbeat renews it.
     worker_ttl_s: float = Field(default=10.0, gt=0)
+    # Copies JetStream keeps of each stream and bucket: 1 for one server; 3 on a
+    # three-node cluster, so losing one node loses nothing.
+    stream_replicas: int = Field(default=1, ge=1, le=5)
     # How long open streams and unsent events wait for NATS to come back (a restart)
     # before they fail.
     nats_outage_s: float = Field(default=30.0, ge=0)

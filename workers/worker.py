@@ -18,7 +18,7 @@ from events import (
     Usage,
     decode,
 )
-from journal import CountRefused, Delivery, DurableConsumer, Journal, ResponseWriter
+from journal import CountRefused, Delivery, DurableConsumer, Fenced, Journal, ResponseWriter
 from workers.engine_loop import EngineLoop
 from workers.recovery import PriorProgress, progress_of
 from workers.served_model import InvalidRequest, ServedModel, check_served_model
@@ -146,6 +146,14 @@ class Worker:
         response_id = request.response_id
         delivered = delivery.num_delivered
         progress = PriorProgress()
+        try:
+            # Taken before the log is read: a worker that held it before (frozen past the
+            # ack wait) can write nothing after the read.
+            lease_seq = await self._journal.take_lease(response_id)
+        except Exception as error:
+            log.warning("could not take the lease of %s: %s", response_id, error)
+            await delivery.nak(delay=1)
+            return
         if delivered > 1:
             progress = progress_of(await self._journal.read_log(response_id))
             if progress.finished:
@@ -153,7 +161,10 @@ class Worker:
                 return
             log.info("resuming %s (delivery %d) at seq %d with %d tokens", response_id,
                      delivered, progress.next_seq, len(progress.output_token_ids))
-        job = Job(request, delivery, self._journal.writer(response_id, progress.next_seq))
+        job = Job(request, delivery, self._journal.writer(
+            response_id, progress.next_seq, lease_seq,
+            on_fenced=lambda: self._on_fenced(response_id, job),
+        ))
         self._jobs[response_id] = job  # registered first, so a cancel from now on is seen
         try:
             await self._prepare_job(job, progress, delivered)
@@ -212,6 +223,8 @@ class Worker:
                     continue
                 try:
                     await self._publish_step(job, output)
+                except Fenced:
+                    continue  # _on_fenced stopped it
                 except Exception as error:
                     log.exception("publishing %s failed", output.request_id)
                     self.engine.cancel(output.request_id)
@@ -239,15 +252,19 @@ class Worker:
         try:
             await job.publisher.flush()
             await job.delivery.ack()
-        except Exception as error:  # PublishFailed, or NATS away
+        except Exception as error:  # PublishFailed, Fenced, or NATS away
             log.warning("could not settle %s: %s", job.request.response_id, error)
-            with contextlib.suppress(Exception):
-                await job.delivery.nak()
+            if not job.publisher.fenced:
+                with contextlib.suppress(Exception):
+                    await job.delivery.nak()
         finally:
             self._release(job)
 
     async def _give_back(self, job: Job, error: BaseException) -> None:
         job.finished = True
+        if job.publisher.fenced:  # another worker holds it now: neither ack nor hand back
+            self._release(job)
+            return
         log.warning("handing %s back to the queue: %s", job.request.response_id, error)
         with contextlib.suppress(Exception):
             await job.delivery.nak(delay=1)
@@ -267,8 +284,17 @@ class Worker:
         await self._settle(job)
 
     def _release(self, job: Job) -> None:
-        self._jobs.pop(job.request.response_id, None)
+        if self._jobs.get(job.request.response_id) is job:
+            del self._jobs[job.request.response_id]
         self._capacity.set()
+
+    def _on_fenced(self, response_id: str, job: Job) -> None:
+        """Another worker took the response over while this one was stalled (frozen past
+        the ack wait): stop its sequence and free its resources. The delivery is neither
+        acked nor handed back: it belongs to the new holder."""
+        job.finished = True
+        self.engine.cancel(response_id)
+        self._release(job)
 
     def _on_engine_failure(self, request_ids: list[str], error: BaseException) -> None:
         for request_id in request_ids:

@@ -28,7 +28,7 @@ from api.request_model import ResponsesRequest
 from api.store_access import projector_of, require_store_for_field, store_or_none
 from events import GenerationFailed, ModelCard, ResponseFold, encode
 from events.ids import new_response_id
-from journal import Journal, JournalUnavailable, LogFollower
+from journal import Fenced, Journal, JournalUnavailable, LogFollower
 from store import Store, StoreError
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -184,8 +184,12 @@ async def orphaned(
         state, "worker_lost",
         f"Every worker serving '{request.model}' stopped before the response ended.",
     )
-    with contextlib.suppress(JournalUnavailable):
-        await journal.write(failure)
+    try:  # taking the log over fences out a worker that comes back from a freeze
+        await journal.write(failure, take_over=True)
+    except Fenced:  # a worker took it over in the meantime: it goes on
+        return None
+    except JournalUnavailable:
+        pass
     return failure
 
 
