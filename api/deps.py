@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from api.admission import Admission
+from api.drain import Drain
 from api.errors import APIError
 from api.settings import ApiSettings
 from journal import Journal
@@ -28,6 +29,11 @@ def get_journal(request: Request) -> Journal:
 def get_admission(request: Request) -> Admission:
     admission: Admission = request.app.state.admission
     return admission
+
+
+def get_drain(request: Request) -> Drain:
+    drain: Drain = request.app.state.drain
+    return drain
 
 
 def require_api_key(request: Request) -> None:
@@ -64,3 +70,4 @@ SettingsDep = Annotated[ApiSettings, Depends(get_settings)]
 JournalDep = Annotated[Journal, Depends(get_journal)]
 OwnerDep = Annotated[str | None, Depends(get_owner)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]
+DrainDep = Annotated[Drain, Depends(get_drain)]

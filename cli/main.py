@@ -93,11 +93,14 @@ def run_api(args: argparse.Namespace) -> None:
     import uvicorn
 
     from api.app import create_app
+    from api.server import DrainingServer
 
     settings = ApiSettings(**_overrides(args, ["host", "port", "nats_url", "store_url"]))
     logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level="info", timeout_graceful_shutdown=5)
+    app = create_app(settings)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
+                            timeout_graceful_shutdown=5)
+    DrainingServer(config, app.state.drain).run()
 
 
 def run_worker(args: argparse.Namespace) -> None:

@@ -29,6 +29,9 @@ class JournalSettings(BaseSettings):
     # Copies JetStream keeps of each stream and bucket: 1 for one server; 3 on a
     # three-node cluster, so losing one node loses nothing.
     stream_replicas: int = Field(default=1, ge=1, le=5)
+    # On SIGTERM, how long running responses get to finish: a worker's before it hands
+    # the rest back to the queue, an API replica's open streams before it cuts them.
+    drain_timeout_s: float = Field(default=30.0, ge=0)
     # How long open streams and unsent events wait for NATS to come back (a restart)
     # before they fail.
     nats_outage_s: float = Field(default=30.0, ge=0)

@@ -37,5 +37,3 @@ class WorkerSettings(JournalSettings):
     num_kv_blocks: int | None = Field(default=None, ge=1)
     # JetStream redelivers a request whose worker stopped acking for this long.
     heartbeat_s: float = Field(default=2.0, gt=0)
-    # On SIGTERM, running responses get this long to finish before they are handed back.
-    drain_timeout_s: float = Field(default=30.0, ge=0)

@@ -21,7 +21,8 @@ from api.context import (
     stored_request,
     with_context,
 )
-from api.deps import AdmissionDep, JournalDep, OwnerDep, SettingsDep, require_api_key
+from api.deps import AdmissionDep, DrainDep, JournalDep, OwnerDep, SettingsDep, require_api_key
+from api.drain import SHUTTING_DOWN, Drain
 from api.errors import APIError
 from api.normalize import accept
 from api.request_model import ResponsesRequest
@@ -48,7 +49,7 @@ ERROR_STATUS = {
 @router.post("/v1/responses")
 async def create_response(
     request: Request, journal: JournalDep, settings: SettingsDep, admission: AdmissionDep,
-    owner: OwnerDep,
+    owner: OwnerDep, drain: DrainDep,
 ) -> Any:
     body = await read_request(request, settings.max_body_bytes)
     store = stateful_store(request, body)
@@ -75,10 +76,10 @@ async def create_response(
     cancel_on_disconnect = not body.background
     if body.stream:
         return EventSourceResponse(
-            sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect),
+            sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect, drain),
             ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
         )
-    reply = await json_reply(request, events, journal, admission, event.response_id)
+    reply = await json_reply(request, events, journal, admission, event.response_id, drain)
     if event.store:  # a GET right after this answer reads what it said
         with contextlib.suppress(StoreError, JournalUnavailable):
             await projector_of(request).catch_up(event.response_id)
@@ -203,33 +204,64 @@ def local_failure(state: ResponseFold, code: str, message: str) -> GenerationFai
 
 async def sse_stream(
     events: LogFollower, journal: Journal, admission: Admission, response_id: str,
-    cancel_on_disconnect: bool = True,
+    cancel_on_disconnect: bool = True, drain: Drain | None = None,
 ) -> AsyncIterator[ServerSentEvent]:
     state = ResponseFold()
+    drain = drain or Drain(0)
+    cut = False
     try:
-        async for batch in fold_events(events, state, journal):
-            for sse in batch:
-                yield ServerSentEvent(
-                    data=json.dumps(sse, separators=(",", ":")),
-                    event=sse["type"],
-                    id=str(sse["sequence_number"]),
-                )
+        with drain.track():
+            async for batch in fold_events(events, state, journal):
+                for sse in batch:
+                    yield ServerSentEvent(
+                        data=json.dumps(sse, separators=(",", ":")),
+                        event=sse["type"],
+                        id=str(sse["sequence_number"]),
+                    )
+                if drain.cut.is_set() and not state.done:
+                    cut = True
+                    notice = cut_notice(state, response_id)
+                    # No SSE id: a client resuming by Last-Event-ID resumes after the
+                    # last event of the log it got, not after this notice.
+                    yield ServerSentEvent(data=json.dumps(notice, separators=(",", ":")),
+                                          event="error")
+                    return
     finally:
         admission.release()
         await events.close()
-        if not state.done and cancel_on_disconnect:
+        if not state.done and cancel_on_disconnect and not cut:
             journal.cancel_soon(response_id, "client_disconnected")
 
 
+def cut_notice(state: ResponseFold, response_id: str) -> dict[str, Any]:
+    """The last event of a stream cut by a shutdown: an `error` the SDK knows, naming the
+    event to resume after. The response itself goes on in its worker."""
+    last = len(state.sse_events) - 1
+    return {
+        "type": "error", "code": SHUTTING_DOWN, "param": None, "sequence_number": last + 1,
+        "message": (f"The server is shutting down, so this stream was cut after event {last}; "
+                    f"the response goes on. Resume it with GET /v1/responses/{response_id}"
+                    f"?stream=true&starting_after={last} (with the response store on)."),
+    }
+
+
 async def json_reply(
-    request: Request, events: LogFollower, journal: Journal, admission: Admission, response_id: str
+    request: Request, events: LogFollower, journal: Journal, admission: Admission, response_id: str,
+    drain: Drain | None = None,
 ) -> JSONResponse:
     state = ResponseFold()
+    drain = drain or Drain(0)
     try:
-        async for _ in fold_events(events, state, journal):
-            if not state.done and await request.is_disconnected():
-                journal.cancel_soon(response_id, "client_disconnected")
-                break
+        with drain.track():
+            async for _ in fold_events(events, state, journal):
+                if not state.done and drain.cut.is_set():
+                    raise APIError(
+                        503, f"The server is shutting down; the response {response_id} goes "
+                        f"on: read it with GET /v1/responses/{response_id} (with the response "
+                        "store on).", code=SHUTTING_DOWN)
+                if not state.done and await request.is_disconnected():
+                    journal.cancel_soon(response_id, "client_disconnected")
+                    break
     finally:
         admission.release()
         await events.close()
