@@ -32,6 +32,12 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
 
 
+def server_urls(nats_url: str) -> list[str]:
+    """The servers a `SPATE_NATS_URL` names: one URL, or several separated by commas (the
+    nodes of a cluster; the client finds the others from any of them, too)."""
+    return [url.strip() for url in nats_url.split(",") if url.strip()]
+
+
 def connect_options(settings: JournalSettings) -> dict[str, Any]:
     """The client's authentication and TLS options from the settings."""
     options: dict[str, Any] = {}
@@ -90,11 +96,12 @@ class Connection:
 
     async def _connect_until_up(self) -> None:
         delay = 0.2
-        where = redacted(self.settings.nats_url)
+        servers = server_urls(self.settings.nats_url)
+        where = ",".join(redacted(url) for url in servers)
         while True:
             try:
                 nc = await nats.connect(
-                    self.settings.nats_url,
+                    servers,
                     **connect_options(self.settings),
                     name=self.name,
                     connect_timeout=self.settings.nats_timeout_s,

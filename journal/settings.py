@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class JournalSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SPATE_", extra="ignore")
 
+    # One server, or the nodes of a cluster separated by commas.
     nats_url: str = "nats://127.0.0.1:4222"
     # How long one NATS operation may take before it counts as failed.
     nats_timeout_s: float = Field(default=2.0, gt=0)
