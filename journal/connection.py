@@ -117,6 +117,10 @@ class Connection:
                 self.nc, self.js = nc, js
                 self._ready.set()
                 log.info("connected to NATS at %s", where)
+                if not self.fences_writes:
+                    log.warning("nats-server %s cannot fence stale workers (2.11 or later "
+                                "can): a worker frozen past the ack wait may still write",
+                                nc.connected_server_version)
                 return
             except Exception as error:  # keep trying: NATS may come up after us
                 log.warning("NATS at %s not reachable (%s); retrying", where, error)
@@ -136,6 +140,16 @@ class Connection:
     @property
     def connected(self) -> bool:
         return self._ready.is_set() and self.nc is not None and self.nc.is_connected
+
+    @property
+    def fences_writes(self) -> bool:
+        """Whether the server can check a publish against another subject's last sequence
+        (nats-server 2.11+), which fencing by lease needs (journal/lease.py)."""
+        try:
+            version = self.nc.connected_server_version
+            return (version.major, version.minor) >= (2, 11)
+        except Exception:  # not connected, or a version string it cannot read
+            return False
 
     def outage_s(self) -> float:
         """How long the connection has been down (0 while it is up)."""

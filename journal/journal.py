@@ -77,7 +77,7 @@ class Journal:
         js = self.connection.require()
         try:
             lease_seq = None
-            if take_over:
+            if take_over and self.connection.fences_writes:
                 lease_seq = await take_lease(js, event.response_id, self.connection.name)
             await publish_event(js, event, lease_seq)
         except Fenced:
@@ -100,9 +100,11 @@ class Journal:
         self, response_id: str, next_seq: int, lease_seq: int,
         on_fenced: Callable[[], None] | None = None,
     ) -> ResponseWriter:
-        """The writer of a log whose lease `lease_seq` this process took."""
+        """The writer of a log whose lease `lease_seq` this process took (unfenced on a
+        server too old to check it)."""
+        fenced_by = lease_seq if self.connection.fences_writes else None
         return ResponseWriter(
-            self.connection.require(), self._pipeline, response_id, next_seq, lease_seq,
+            self.connection.require(), self._pipeline, response_id, next_seq, fenced_by,
             holder=self.connection.name, retry_for_s=self.settings.nats_outage_s,
             on_fenced=on_fenced,
         )

@@ -79,7 +79,7 @@ class ResponseWriter:
 
     def __init__(
         self, js: Any, pipeline: PublishPipeline, response_id: str, next_seq: int,
-        lease_seq: int, holder: str, retry_for_s: float = 30.0,
+        lease_seq: int | None, holder: str, retry_for_s: float = 30.0,
         on_fenced: Callable[[], None] | None = None,
     ) -> None:
         self._holder = holder
@@ -92,7 +92,7 @@ class ResponseWriter:
         self.fenced = False
         self._on_fenced = on_fenced
         self._subject = events_subject(response_id)
-        self._fence = fence_headers(response_id, lease_seq)
+        self._fence = fence_headers(response_id, lease_seq) if lease_seq is not None else {}
         self._pending: list[tuple[asyncio.Future[Any], Any]] = []
 
     def _headers(self, seq: int) -> dict[str, str]:
