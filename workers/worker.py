@@ -145,6 +145,15 @@ class Worker:
             return
         response_id = request.response_id
         delivered = delivery.num_delivered
+        running = self._jobs.get(response_id)
+        if running is not None and not running.finished:
+            # Redelivered to the worker that is running it (its heartbeat came too late, or
+            # NATS lost the consumer's state): it goes on here, settled with this delivery.
+            log.info("%s was redelivered to its own worker; it goes on", response_id)
+            running.delivery = delivery
+            with contextlib.suppress(Exception):
+                await delivery.in_progress()
+            return
         progress = PriorProgress()
         try:
             # Taken before the log is read: a worker that held it before (frozen past the
