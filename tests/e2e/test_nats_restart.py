@@ -17,6 +17,9 @@ from tests.processes import SpateProcess, wait_http
 BODY = {"model": DEFAULT_MODEL, "input": "Write three sentences about the sea.",
         "temperature": 0, "max_output_tokens": 80}
 
+# The requirement: no stream stalls more than 5 s beyond the outage.
+STALL_LIMIT_S = 5.0
+
 
 def streamed_text(base_url: str) -> str:
     """The text of one uninterrupted stream of BODY. Its own cache salt keeps its prompt
@@ -58,10 +61,10 @@ def test_an_open_stream_rides_through_a_nats_restart() -> None:
             time.sleep(1.0)
             server = EmbeddedNats(port=server.port, store_dir=data).start()
             restarted = time.monotonic()
-            first_after = None
+            arrivals = [restarted]
             for line in lines:
                 if line.startswith("data:"):
-                    first_after = first_after or time.monotonic()
+                    arrivals.append(time.monotonic())
                     events.append(json.loads(line[5:]))
         assert [e["sequence_number"] for e in events] == list(range(len(events)))
         assert events[-1]["type"] in ("response.completed", "response.incomplete"), events[-1]
@@ -69,11 +72,12 @@ def test_an_open_stream_rides_through_a_nats_restart() -> None:
         assert text == events[-1]["response"]["output"][0]["content"][0]["text"]
         assert text == expected
         # The stream goes on within seconds of NATS answering again (the client reconnects
-        # every half second and an unsent event is retried as often), with room for a
-        # loaded two-core machine that is also running the model.
-        assert first_after is not None, "no event after the restart"
-        print(f"first event {first_after - restarted:.2f} s after NATS answered again")
-        assert first_after - restarted < 10.0, f"stalled {first_after - restarted:.1f} s"
+        # every half second and an unsent event is retried as often): its longest pause
+        # after the restart, with room for a loaded two-core machine running the model.
+        assert len(arrivals) > 1, "no event after the restart"
+        stall = max(later - earlier for earlier, later in zip(arrivals, arrivals[1:]))
+        print(f"longest pause after NATS answered again: {stall:.2f} s")
+        assert stall < STALL_LIMIT_S, f"stalled {stall:.1f} s"
     finally:
         api.stop()
         worker.stop()
