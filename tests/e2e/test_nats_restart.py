@@ -75,7 +75,7 @@ def test_an_open_stream_rides_through_a_nats_restart() -> None:
         # every half second and an unsent event is retried as often): its longest pause
         # after the restart, with room for a loaded two-core machine running the model.
         assert len(arrivals) > 1, "no event after the restart"
-        stall = max(later - earlier for earlier, later in zip(arrivals, arrivals[1:]))
+        stall = max(later - earlier for earlier, later in zip(arrivals, arrivals[1:], strict=False))
         print(f"longest pause after NATS answered again: {stall:.2f} s")
         assert stall < STALL_LIMIT_S, f"stalled {stall:.1f} s"
     finally:
