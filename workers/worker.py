@@ -243,6 +243,9 @@ class Worker:
         publish = job.publisher.publish
         if job.events is None:
             raise RuntimeError(f"an engine output for {output.request_id} before its prompt")
+        if output.error is not None:  # this response alone failed; its batch goes on
+            await self._fail(job, "engine_error", f"The model failed on this response: {output.error}")
+            return
         if job.output_token_ids is not None:
             job.output_token_ids.extend(output.new_token_ids)
         for event_type, fields in job.events.of(output):
