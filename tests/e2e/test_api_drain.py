@@ -87,6 +87,7 @@ def test_sigterm_drains_then_cuts_resumably(stack: Stack) -> None:
         for thread in threads:
             thread.join(timeout=DRAIN_TIMEOUT_S + 30)
         cut_after = time.monotonic() - signalled
+        print(f"long stream cut {cut_after:.1f} s after SIGTERM (drain timeout {DRAIN_TIMEOUT_S} s)")
         # The short one finished within the drain timeout, as it would have anyway.
         assert short[-1]["type"] == "response.incomplete", short[-1]
         # The long one was cut with a notice naming where to resume, not failed.

@@ -93,11 +93,14 @@ def test_a_worker_frozen_past_the_ack_wait_is_fenced_out(fast_stack: Stack) -> N
             holder = started_by(read_log(fast_stack, response_id))[0]
             stale = workers[holder]
             os.kill(stale.process.pid, signal.SIGSTOP)
+            frozen = time.monotonic()
             try:  # past the ack wait the request goes to the other worker, which resumes it
                 assert wait_for(lambda: len(started_by(read_log(fast_stack, response_id))) == 2,
                                 ACK_WAIT_S * 10, 0.2)
             finally:
                 os.kill(stale.process.pid, signal.SIGCONT)
+            print(f"taken over {time.monotonic() - frozen:.1f} s after the freeze "
+                  f"(ack wait {ACK_WAIT_S} s)")
             for line in lines:
                 if line.startswith("data:"):
                     events.append(json.loads(line[5:]))
@@ -115,6 +118,7 @@ def test_a_worker_frozen_past_the_ack_wait_is_fenced_out(fast_stack: Stack) -> N
         assert wait_for(lambda: "another writer holds the log" in stale.output(), 30, 0.2), \
             stale.output()[-3000:]
         assert stale.alive()
+        print(f"log intact: {len(log)} events, {len(events)} SSE events, fenced worker stopped")
     finally:
         for process in workers.values():
             os.kill(process.process.pid, signal.SIGCONT)
@@ -144,5 +148,6 @@ def test_a_plain_request_whose_workers_all_die_ends_in_bound(fast_stack: Stack) 
     response = replies[0].json()
     assert response["status"] == "failed", response
     assert response["error"]["code"] == "worker_lost"
+    print(f"worker_lost {waited:.1f} s after the last worker died (ack wait {ACK_WAIT_S} s)")
     # The stated bound: the ack wait times the deliveries, plus a margin for a loaded machine.
     assert waited < ACK_WAIT_S * MAX_DELIVER + 20, f"{waited:.1f} s"
