@@ -215,6 +215,8 @@ class Worker:
             prompt_token_ids=tuple(prompt.token_ids) if messages else None,
         )
         job.events = StepEvents(request, served.token_text, prompt.opens_reasoning)
+        if job.finished:  # fenced out while it was being prepared
+            return
         self.engine.add(
             response_id, prompt.token_ids, params,
             output_token_ids=progress.output_token_ids,
