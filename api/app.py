@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from api.admission import Admission
+from api.drain import Drain, DrainGate
 from api.errors import APIError, install_error_handlers
 from api.metrics import ApiMetrics, RequestMetrics
 from api.routes import (
@@ -57,6 +58,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             await journal.close()
 
     app = FastAPI(title="spate", version="0.1.0", lifespan=lifespan)
+    app.state.drain = Drain(settings.drain_timeout_s)
+    app.add_middleware(DrainGate, drain=app.state.drain)
     install_error_handlers(app)
     app.add_middleware(RequestMetrics, metrics=api_metrics)
 

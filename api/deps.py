@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from api.admission import Admission
+from api.drain import Drain
 from api.errors import APIError
 from api.metrics import ApiMetrics
 from api.settings import ApiSettings
@@ -34,6 +35,11 @@ def get_admission(request: Request) -> Admission:
 def get_metrics(request: Request) -> ApiMetrics:
     metrics: ApiMetrics = request.app.state.metrics
     return metrics
+
+
+def get_drain(request: Request) -> Drain:
+    drain: Drain = request.app.state.drain
+    return drain
 
 
 def require_api_key(request: Request) -> None:
@@ -71,3 +77,4 @@ JournalDep = Annotated[Journal, Depends(get_journal)]
 OwnerDep = Annotated[str | None, Depends(get_owner)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]
 MetricsDep = Annotated[ApiMetrics, Depends(get_metrics)]
+DrainDep = Annotated[Drain, Depends(get_drain)]

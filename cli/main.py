@@ -7,7 +7,6 @@ import asyncio
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 import urllib.request
@@ -19,6 +18,7 @@ from cli.log_format import configure_logging
 from cli.nats_server import EmbeddedNats
 from cli.redis_server import EmbeddedRedis
 from cli.settings import DEFAULT_STORE_DIR, CliSettings
+from cli.supervisor import Supervisor
 from workers.model.host import usable_cpu_count
 from workers.settings import WorkerSettings
 
@@ -98,14 +98,17 @@ def run_api(args: argparse.Namespace) -> None:
     import uvicorn
 
     from api.app import create_app
+    from api.server import DrainingServer
 
     settings = ApiSettings(**_overrides(args, ["host", "port", "nats_url", "store_url"]))
     logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
     # JSON logs: uvicorn's own loggers go through the root handler (one format a line).
     json_logs = CliSettings().log_format == "json"
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level="info", timeout_graceful_shutdown=5,
-                log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG)
+    app = create_app(settings)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
+                            timeout_graceful_shutdown=5,
+                            log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG)
+    DrainingServer(config, app.state.drain).run()
 
 
 def run_worker(args: argparse.Namespace) -> None:
@@ -159,10 +162,10 @@ def run_store(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait_ready(url: str, children: list[subprocess.Popen[bytes]], timeout: float) -> bool:
+def _wait_ready(url: str, children: Supervisor, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(child.poll() is not None for child in children):
+        if not children.check():
             return False
         try:
             with urllib.request.urlopen(url, timeout=1) as reply:
@@ -232,7 +235,8 @@ def run_serve(args: argparse.Namespace) -> int:
     worker_cmd = serve_worker_command(args, usable_cpu_count(), WorkerSettings())
     api_cmd = [sys.executable, "-m", "cli.main", "api", "--host", api.host,
                "--port", str(api.port)]
-    children = [subprocess.Popen(worker_cmd, env=env), subprocess.Popen(api_cmd, env=env)]
+    children = Supervisor({"worker": worker_cmd, "api": api_cmd}, env)
+    children.start()
     stopping = False
 
     def stop(*_: object) -> None:
@@ -245,23 +249,15 @@ def run_serve(args: argparse.Namespace) -> int:
         host = "127.0.0.1" if api.host in ("0.0.0.0", "::") else api.host
         if _wait_ready(f"http://{host}:{api.port}/ready", children, timeout=600):
             log.info("spate is ready at http://%s:%d (POST /v1/responses)", api.host, api.port)
-        while not stopping and all(child.poll() is None for child in children):
+        while not stopping and children.check():
             time.sleep(0.2)
     finally:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for child in children:
-            try:
-                child.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                child.kill()
+        children.stop()
         if nats is not None:
             nats.stop()
         if store is not None:
             store.stop()
-    failed = [child.returncode for child in children if child.returncode not in (0, -15, None)]
-    return 1 if failed and not stopping else 0
+    return 1 if children.failed is not None else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,8 @@ REQUESTS_SUBJECT_PREFIX = "spate.requests"
 EVENTS_STREAM = "SPATE_EVENTS"
 EVENTS_SUBJECT_PREFIX = "spate.events"
 CANCELS_SUBJECT_PREFIX = "spate.cancels"
+# Who may write a response's log now (journal/lease.py); in the EVENTS stream.
+LEASES_SUBJECT_PREFIX = "spate.leases"
 # Request-reply, not a stream: "how many input tokens would this request be?"
 COUNTS_SUBJECT_PREFIX = "spate.counts"
 
@@ -42,6 +44,10 @@ def events_subject(response_id: str) -> str:
 
 def cancel_subject(response_id: str) -> str:
     return f"{CANCELS_SUBJECT_PREFIX}.{subject_token(response_id)}"
+
+
+def lease_subject(response_id: str) -> str:
+    return f"{LEASES_SUBJECT_PREFIX}.{subject_token(response_id)}"
 
 
 def count_subject(model: str) -> str:

@@ -32,6 +32,12 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
 
 
+def server_urls(nats_url: str) -> list[str]:
+    """The servers a `SPATE_NATS_URL` names: one URL, or several separated by commas (the
+    nodes of a cluster; the client finds the others from any of them, too)."""
+    return [url.strip() for url in nats_url.split(",") if url.strip()]
+
+
 def connect_options(settings: JournalSettings) -> dict[str, Any]:
     """The client's authentication and TLS options from the settings."""
     options: dict[str, Any] = {}
@@ -90,11 +96,12 @@ class Connection:
 
     async def _connect_until_up(self) -> None:
         delay = 0.2
-        where = redacted(self.settings.nats_url)
+        servers = server_urls(self.settings.nats_url)
+        where = ",".join(redacted(url) for url in servers)
         while True:
             try:
                 nc = await nats.connect(
-                    self.settings.nats_url,
+                    servers,
                     **connect_options(self.settings),
                     name=self.name,
                     connect_timeout=self.settings.nats_timeout_s,
@@ -110,6 +117,10 @@ class Connection:
                 self.nc, self.js = nc, js
                 self._ready.set()
                 log.info("connected to NATS at %s", where)
+                if not self.fences_writes:
+                    log.warning("nats-server %s cannot fence stale workers (2.11 or later "
+                                "can): a worker frozen past the ack wait may still write",
+                                nc.connected_server_version)
                 return
             except Exception as error:  # keep trying: NATS may come up after us
                 log.warning("NATS at %s not reachable (%s); retrying", where, error)
@@ -129,6 +140,16 @@ class Connection:
     @property
     def connected(self) -> bool:
         return self._ready.is_set() and self.nc is not None and self.nc.is_connected
+
+    @property
+    def fences_writes(self) -> bool:
+        """Whether the server can check a publish against another subject's last sequence
+        (nats-server 2.11+), which fencing by lease needs (journal/lease.py)."""
+        try:
+            version = self.nc.connected_server_version
+            return (version.major, version.minor) >= (2, 11)
+        except Exception:  # not connected, or a version string it cannot read
+            return False
 
     def outage_s(self) -> float:
         """How long the connection has been down (0 while it is up)."""

@@ -11,6 +11,11 @@ class PublishFailed(Exception):
     """An event could not be persisted; the request must go back to the queue."""
 
 
+class Fenced(Exception):
+    """The response's log was taken over by another writer (its lease superseded): this
+    one must stop writing it and drop the response without acking or handing it back."""
+
+
 class CountRefused(Exception):
     """A worker could not count a request's input tokens; `code` and `param` say why, as
     a failed response would."""

@@ -21,9 +21,11 @@ from events.subjects import (
 from journal.backlog import Backlog, consumer_backlog
 from journal.connection import Connection
 from journal.durable_consumer import DurableConsumer
-from journal.errors import JournalUnavailable
+from journal.errors import Fenced, JournalUnavailable
 from journal.follower import LogFollower
+from journal.lease import take_lease
 from journal.log_reader import cancel_requested, last_seq, read_log
+from journal.pipeline import PublishPipeline
 from journal.registry import Registry
 from journal.settings import JournalSettings
 from journal.tail import TailedMessage, tail
@@ -45,6 +47,7 @@ class Journal:
         self.settings = settings
         self.connection = Connection(settings, name)
         self.registry = Registry(self.connection)
+        self._pipeline = PublishPipeline(self.connection)
         # Cancels sent from places that cannot await (a stream torn down by a
         # disconnect); referenced here until they finish.
         self._pending: set[asyncio.Task[None]] = set()
@@ -77,11 +80,18 @@ class Journal:
         except Exception as error:
             raise JournalUnavailable(f"Could not publish the request: {error}") from error
 
-    async def write(self, event: Any) -> None:
-        """Append one event to its response's log (deduplicated by its seq)."""
+    async def write(self, event: Any, take_over: bool = False) -> None:
+        """Append one event to its response's log (deduplicated by its seq); with
+        `take_over`, first take the log's lease, so a worker that still thinks it holds
+        the response can write nothing after it."""
         js = self.connection.require()
         try:
-            await publish_event(js, event)
+            lease_seq = None
+            if take_over and self.connection.fences_writes:
+                lease_seq = await take_lease(js, event.response_id, self.connection.name)
+            await publish_event(js, event, lease_seq)
+        except Fenced:
+            raise
         except Exception as error:
             raise JournalUnavailable(f"Could not write to the event log: {error}") from error
 
@@ -91,9 +101,23 @@ class Journal:
         await follower.start()
         return follower
 
-    def writer(self, response_id: str, next_seq: int) -> ResponseWriter:
-        return ResponseWriter(self.connection.require(), response_id, next_seq,
-                              retry_for_s=self.settings.nats_outage_s)
+    async def take_lease(self, response_id: str) -> int:
+        """Become the one writer of `response_id`'s log: whoever held it before is fenced
+        out. Take it before reading the log to continue it, so nothing lands after the read."""
+        return await take_lease(self.connection.require(), response_id, self.connection.name)
+
+    def writer(
+        self, response_id: str, next_seq: int, lease_seq: int,
+        on_fenced: Callable[[], None] | None = None,
+    ) -> ResponseWriter:
+        """The writer of a log whose lease `lease_seq` this process took (unfenced on a
+        server too old to check it)."""
+        fenced_by = lease_seq if self.connection.fences_writes else None
+        return ResponseWriter(
+            self.connection.require(), self._pipeline, response_id, next_seq, fenced_by,
+            holder=self.connection.name, retry_for_s=self.settings.nats_outage_s,
+            on_fenced=on_fenced,
+        )
 
     async def last_seq(self, response_id: str) -> int:
         return await last_seq(self.connection.require(), response_id)

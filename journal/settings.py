@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class JournalSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SPATE_", extra="ignore")
 
+    # One server, or the nodes of a cluster separated by commas.
     nats_url: str = "nats://127.0.0.1:4222"
     # How long one NATS operation may take before it counts as failed.
     nats_timeout_s: float = Field(default=2.0, gt=0)
@@ -26,6 +27,12 @@ class JournalSettings(BaseSettings):
     max_deliver: int = Field(default=5, ge=1)
     # A worker's liveness key lives this long unless its heartbeat renews it.
     worker_ttl_s: float = Field(default=10.0, gt=0)
+    # Copies JetStream keeps of each stream and bucket: 1 for one server; 3 on a
+    # three-node cluster, so losing one node loses nothing.
+    stream_replicas: int = Field(default=1, ge=1, le=5)
+    # On SIGTERM, how long running responses get to finish: a worker's before it hands
+    # the rest back to the queue, an API replica's open streams before it cuts them.
+    drain_timeout_s: float = Field(default=30.0, ge=0)
     # How long open streams and unsent events wait for NATS to come back (a restart)
     # before they fail.
     nats_outage_s: float = Field(default=30.0, ge=0)

@@ -16,6 +16,7 @@ from events.subjects import (
     CANCELS_SUBJECT_PREFIX,
     EVENTS_STREAM,
     EVENTS_SUBJECT_PREFIX,
+    LEASES_SUBJECT_PREFIX,
     MODELS_BUCKET,
     REQUESTS_STREAM,
     REQUESTS_SUBJECT_PREFIX,
@@ -38,12 +39,17 @@ def stream_configs(settings: JournalSettings) -> list[dict[str, Any]]:
             "subjects": [f"{REQUESTS_SUBJECT_PREFIX}.>"],
             "max_age": settings.events_max_age_s,
             "duplicate_window": DUPLICATE_WINDOW_S,
+            "num_replicas": settings.stream_replicas,
         },
         {
             "name": EVENTS_STREAM,
-            "subjects": [f"{EVENTS_SUBJECT_PREFIX}.>", f"{CANCELS_SUBJECT_PREFIX}.>"],
+            "subjects": [
+                f"{EVENTS_SUBJECT_PREFIX}.>", f"{CANCELS_SUBJECT_PREFIX}.>",
+                f"{LEASES_SUBJECT_PREFIX}.>",
+            ],
             "max_age": settings.events_max_age_s,
             "duplicate_window": DUPLICATE_WINDOW_S,
+            "num_replicas": settings.stream_replicas,
         },
     ]
 
@@ -57,8 +63,11 @@ async def declare(js: Any, settings: JournalSettings) -> None:
             if "already in use" not in str(error):
                 raise
             await js.update_stream(**config)
-    await js.create_key_value(bucket=MODELS_BUCKET, history=1)
-    await js.create_key_value(bucket=WORKERS_BUCKET, history=1, ttl=settings.worker_ttl_s)
+    replicas = settings.stream_replicas
+    await js.create_key_value(bucket=MODELS_BUCKET, history=1, replicas=replicas)
+    await js.create_key_value(
+        bucket=WORKERS_BUCKET, history=1, ttl=settings.worker_ttl_s, replicas=replicas
+    )
 
 
 def request_consumer_config(model: str, ack_wait_s: float, max_deliver: int) -> ConsumerConfig:

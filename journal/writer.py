@@ -1,16 +1,21 @@
 """Writing to a response's log: the request (seq 0 and the work queue), the worker's
 events numbered by seq, and cancels. Every publish carries a Nats-Msg-Id, so a retry
-after a lost ack is dropped by JetStream instead of doubled."""
+after a lost ack is dropped by JetStream instead of doubled; a worker's and a
+`worker_lost` also carry their lease (journal/lease.py), so only the log's current
+writer can add to it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, Literal
 
 from events import CancelRequested, RequestAccepted, encode
 from events.subjects import cancel_subject, event_msg_id, events_subject, request_subject
-from journal.errors import PublishFailed
+from journal.errors import Fenced, PublishFailed
+from journal.lease import fence_headers, take_lease
+from journal.pipeline import PublishPipeline, is_fenced, lease_lost
 from journal.trace_context import TRACEPARENT_HEADER
 
 log = logging.getLogger("spate.journal.writer")
@@ -46,12 +51,18 @@ async def publish_request(
     await asyncio.wait_for(asyncio.gather(*acks), timeout)
 
 
-async def publish_event(js: Any, event: Any) -> None:
-    """One event of a response's log, written by someone other than its worker."""
-    await js.publish(
-        events_subject(event.response_id), encode(event),
-        headers={"Nats-Msg-Id": event_msg_id(event.response_id, event.seq)},
-    )
+async def publish_event(js: Any, event: Any, lease_seq: int | None = None) -> None:
+    """One event of a response's log, written by someone other than its worker (under
+    `lease_seq` when given: `Fenced` if another writer took the log since)."""
+    headers = {"Nats-Msg-Id": event_msg_id(event.response_id, event.seq)}
+    if lease_seq is not None:
+        headers.update(fence_headers(event.response_id, lease_seq))
+    try:
+        await js.publish(events_subject(event.response_id), encode(event), headers=headers)
+    except Exception as error:
+        if is_fenced(error):
+            raise Fenced(f"the log of {event.response_id} has another writer") from error
+        raise
 
 
 async def publish_cancel(js: Any, response_id: str, reason: CancelReason) -> None:
@@ -63,25 +74,56 @@ async def publish_cancel(js: Any, response_id: str, reason: CancelReason) -> Non
 
 
 class ResponseWriter:
-    """One response's events from its worker: never one awaited ack per token."""
+    """One response's events from its worker, under the worker's lease: never one
+    awaited ack per token.
 
-    def __init__(self, js: Any, response_id: str, next_seq: int, retry_for_s: float = 30.0) -> None:
+    Once JetStream refuses one of its events because another writer holds the lease,
+    the writer is `fenced`: `on_fenced` runs once, and `publish` and `flush` raise
+    `Fenced` from then on.
+    """
+
+    def __init__(
+        self, js: Any, pipeline: PublishPipeline, response_id: str, next_seq: int,
+        lease_seq: int | None, holder: str, retry_for_s: float = 30.0,
+        on_fenced: Callable[[], None] | None = None,
+    ) -> None:
+        self._holder = holder
         self._js = js
+        self._pipeline = pipeline
         # How long an event that could not be persisted is retried (a NATS restart).
         self._retry_for_s = retry_for_s
         self.response_id = response_id
         self.next_seq = next_seq
+        self.fenced = False
+        self._on_fenced = on_fenced
         self._subject = events_subject(response_id)
+        self._fence = fence_headers(response_id, lease_seq) if lease_seq is not None else {}
         self._pending: list[tuple[asyncio.Future[Any], Any]] = []
+
+    def _headers(self, seq: int) -> dict[str, str]:
+        return {"Nats-Msg-Id": event_msg_id(self.response_id, seq), **self._fence}
+
+    def _fenced(self) -> Fenced:
+        if not self.fenced:
+            self.fenced = True
+            log.warning("%s: another writer holds the log; this one stops", self.response_id)
+            if self._on_fenced is not None:
+                self._on_fenced()
+        return Fenced(f"the log of {self.response_id} has another writer")
+
+    def _check_ack(self, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled() and (error := future.exception()) is not None:
+            if is_fenced(error):
+                self._fenced()
 
     async def publish(self, event_type: type, **fields: Any) -> Any:
         """Publish without waiting for JetStream's ack; `flush` waits for all of them."""
+        if self.fenced:
+            raise Fenced(f"the log of {self.response_id} has another writer")
         event = event_type(response_id=self.response_id, seq=self.next_seq, **fields)
         self.next_seq += 1
-        future = await self._js.publish_async(
-            self._subject, encode(event),
-            headers={"Nats-Msg-Id": event_msg_id(self.response_id, event.seq)},
-        )
+        future = await self._pipeline.publish(self._subject, encode(event), self._headers(event.seq))
+        future.add_done_callback(self._check_ack)
         self._pending.append((future, event))
         if len(self._pending) > SETTLE_EVERY:
             await self._settle(done_only=True)
@@ -92,6 +134,8 @@ class ResponseWriter:
         await self._settle(done_only=False, timeout=timeout)
 
     async def _settle(self, done_only: bool, timeout: float = 10.0) -> None:
+        if self.fenced:
+            raise self._fenced()
         if not done_only and self._pending:
             await asyncio.wait([future for future, _ in self._pending], timeout=timeout)
         keep: list[tuple[asyncio.Future[Any], Any]] = []
@@ -103,6 +147,8 @@ class ResponseWriter:
                 future.cancel()
                 await self._republish(event)
             elif future.cancelled() or future.exception() is not None:
+                if not future.cancelled() and is_fenced(future.exception()):
+                    raise self._fenced()
                 await self._republish(event)
         self._pending = keep
 
@@ -113,12 +159,14 @@ class ResponseWriter:
         attempt = 0
         while True:
             try:
-                await self._js.publish(
-                    self._subject, encode(event),
-                    headers={"Nats-Msg-Id": event_msg_id(self.response_id, event.seq)},
-                )
+                await self._js.publish(self._subject, encode(event), headers=self._headers(event.seq))
                 return
             except Exception as error:
+                if is_fenced(error):
+                    raise self._fenced() from error
+                if lease_lost(error):
+                    await self._renew_lease()
+                    continue
                 if attempt >= PUBLISH_RETRIES and loop.time() >= deadline:
                     raise PublishFailed(
                         f"could not persist event {event.seq} of {self.response_id}: {error}"
@@ -126,3 +174,9 @@ class ResponseWriter:
                 log.warning("republish of %s:%d failed (%s)", self.response_id, event.seq, error)
                 await asyncio.sleep(min(0.1 * 2**attempt, 0.5))
                 attempt += 1
+
+    async def _renew_lease(self) -> None:
+        """NATS came back without its data: nobody holds the log, so take it again."""
+        log.warning("%s: the lease is gone (NATS lost its data); taking it again", self.response_id)
+        lease_seq = await take_lease(self._js, self.response_id, self._holder)
+        self._fence = fence_headers(self.response_id, lease_seq)

@@ -37,8 +37,6 @@ class WorkerSettings(JournalSettings):
     num_kv_blocks: int | None = Field(default=None, ge=1)
     # JetStream redelivers a request whose worker stopped acking for this long.
     heartbeat_s: float = Field(default=2.0, gt=0)
-    # On SIGTERM, running responses get this long to finish before they are handed back.
-    drain_timeout_s: float = Field(default=30.0, ge=0)
     # Prometheus metrics on http://<metrics_host>:<metrics_port>/metrics; None: not served.
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     metrics_host: str = "127.0.0.1"

@@ -18,7 +18,7 @@ from events import (
     Usage,
     decode,
 )
-from journal import CountRefused, Delivery, DurableConsumer, Journal, ResponseWriter
+from journal import CountRefused, Delivery, DurableConsumer, Fenced, Journal, ResponseWriter
 from journal.trace_context import trace_id_of
 from workers.engine_loop import EngineLoop
 from workers.metrics import WorkerMetrics
@@ -165,7 +165,24 @@ class Worker:
         response_id = request.response_id
         job_log = response_log(response_id, delivery.traceparent)
         delivered = delivery.num_delivered
+        running = self._jobs.get(response_id)
+        if running is not None and not running.finished:
+            # Redelivered to the worker that is running it (its heartbeat came too late, or
+            # NATS lost the consumer's state): it goes on here, settled with this delivery.
+            log.info("%s was redelivered to its own worker; it goes on", response_id)
+            running.delivery = delivery
+            with contextlib.suppress(Exception):
+                await delivery.in_progress()
+            return
         progress = PriorProgress()
+        try:
+            # Taken before the log is read: a worker that held it before (frozen past the
+            # ack wait) can write nothing after the read.
+            lease_seq = await self._journal.take_lease(response_id)
+        except Exception as error:
+            log.warning("could not take the lease of %s: %s", response_id, error)
+            await delivery.nak(delay=1)
+            return
         if delivered > 1:
             self.metrics.counts.redeliveries += 1
             progress = progress_of(await self._journal.read_log(response_id))
@@ -178,7 +195,10 @@ class Worker:
                          delivered, progress.next_seq, len(progress.output_token_ids))
         else:
             job_log.info("took %s (%s)", response_id, request.model)
-        job = Job(request, delivery, self._journal.writer(response_id, progress.next_seq), job_log)
+        job = Job(request, delivery, self._journal.writer(
+            response_id, progress.next_seq, lease_seq,
+            on_fenced=lambda: self._on_fenced(response_id, job),
+        ), job_log)
         self._jobs[response_id] = job  # registered first, so a cancel from now on is seen
         try:
             await self._prepare_job(job, progress, delivered)
@@ -220,6 +240,8 @@ class Worker:
             prompt_token_ids=tuple(prompt.token_ids) if messages else None,
         )
         job.events = StepEvents(request, served.token_text, prompt.opens_reasoning)
+        if job.finished:  # fenced out while it was being prepared
+            return
         self.engine.add(
             response_id, prompt.token_ids, params,
             output_token_ids=progress.output_token_ids,
@@ -237,6 +259,8 @@ class Worker:
                     continue
                 try:
                     await self._publish_step(job, output)
+                except Fenced:
+                    continue  # _on_fenced stopped it
                 except Exception as error:
                     log.exception("publishing %s failed", output.request_id)
                     self.engine.cancel(output.request_id)
@@ -246,6 +270,9 @@ class Worker:
         publish = job.publisher.publish
         if job.events is None:
             raise RuntimeError(f"an engine output for {output.request_id} before its prompt")
+        if output.error is not None:  # this response alone failed; its batch goes on
+            await self._fail(job, "engine_error", f"The model failed on this response: {output.error}")
+            return
         if job.output_token_ids is not None:
             job.output_token_ids.extend(output.new_token_ids)
         self._count(job, output)
@@ -277,15 +304,19 @@ class Worker:
         try:
             await job.publisher.flush()
             await job.delivery.ack()
-        except Exception as error:  # PublishFailed, or NATS away
+        except Exception as error:  # PublishFailed, Fenced, or NATS away
             job.log.warning("could not settle %s: %s", job.request.response_id, error)
-            with contextlib.suppress(Exception):
-                await job.delivery.nak()
+            if not job.publisher.fenced:
+                with contextlib.suppress(Exception):
+                    await job.delivery.nak()
         finally:
             self._release(job)
 
     async def _give_back(self, job: Job, error: BaseException) -> None:
         job.finished = True
+        if job.publisher.fenced:  # another worker holds it now: neither ack nor hand back
+            self._release(job)
+            return
         job.log.warning("handing %s back to the queue: %s", job.request.response_id, error)
         with contextlib.suppress(Exception):
             await job.delivery.nak(delay=1)
@@ -305,8 +336,17 @@ class Worker:
         await self._settle(job)
 
     def _release(self, job: Job) -> None:
-        self._jobs.pop(job.request.response_id, None)
+        if self._jobs.get(job.request.response_id) is job:
+            del self._jobs[job.request.response_id]
         self._capacity.set()
+
+    def _on_fenced(self, response_id: str, job: Job) -> None:
+        """Another worker took the response over while this one was stalled (frozen past
+        the ack wait): stop its sequence and free its resources. The delivery is neither
+        acked nor handed back: it belongs to the new holder."""
+        job.finished = True
+        self.engine.cancel(response_id)
+        self._release(job)
 
     def _on_engine_failure(self, request_ids: list[str], error: BaseException) -> None:
         for request_id in request_ids:

@@ -24,12 +24,14 @@ from api.context import (
 )
 from api.deps import (
     AdmissionDep,
+    DrainDep,
     JournalDep,
     MetricsDep,
     OwnerDep,
     SettingsDep,
     require_api_key,
 )
+from api.drain import SHUTTING_DOWN, Drain
 from api.errors import APIError
 from api.metrics import ResponseTimer
 from api.normalize import accept
@@ -37,7 +39,7 @@ from api.request_model import ResponsesRequest
 from api.store_access import projector_of, require_store_for_field, store_or_none
 from events import GenerationFailed, ModelCard, ResponseFold, TokensGenerated, encode
 from events.ids import new_response_id
-from journal import Journal, JournalUnavailable, LogFollower
+from journal import Fenced, Journal, JournalUnavailable, LogFollower
 from journal.trace_context import TRACEPARENT_HEADER, trace_id_of, valid_traceparent
 from store import Store, StoreError
 
@@ -59,7 +61,7 @@ ERROR_STATUS = {
 @router.post("/v1/responses")
 async def create_response(
     request: Request, journal: JournalDep, settings: SettingsDep, admission: AdmissionDep,
-    owner: OwnerDep, metrics: MetricsDep,
+    owner: OwnerDep, metrics: MetricsDep, drain: DrainDep,
 ) -> Any:
     timer = ResponseTimer(metrics, asyncio.get_running_loop().time)
     traceparent = valid_traceparent(request.headers.get(TRACEPARENT_HEADER))
@@ -90,10 +92,11 @@ async def create_response(
     cancel_on_disconnect = not body.background
     if body.stream:
         return EventSourceResponse(
-            sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect, timer),
+            sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect, timer,
+                       drain),
             ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
         )
-    reply = await json_reply(request, events, journal, admission, event.response_id, timer)
+    reply = await json_reply(request, events, journal, admission, event.response_id, timer, drain)
     if event.store:  # a GET right after this answer reads what it said
         with contextlib.suppress(StoreError, JournalUnavailable):
             await projector_of(request).catch_up(event.response_id)
@@ -205,8 +208,12 @@ async def orphaned(
         state, "worker_lost",
         f"Every worker serving '{request.model}' stopped before the response ended.",
     )
-    with contextlib.suppress(JournalUnavailable):
-        await journal.write(failure)
+    try:  # taking the log over fences out a worker that comes back from a freeze
+        await journal.write(failure, take_over=True)
+    except Fenced:  # a worker took it over in the meantime: it goes on
+        return None
+    except JournalUnavailable:
+        pass
     return failure
 
 
@@ -229,29 +236,60 @@ def server_sent_event(sse: dict[str, Any]) -> ServerSentEvent:
 async def sse_stream(
     events: LogFollower, journal: Journal, admission: Admission, response_id: str,
     cancel_on_disconnect: bool = True, timer: ResponseTimer | None = None,
+    drain: Drain | None = None,
 ) -> AsyncIterator[ServerSentEvent]:
     state = ResponseFold()
+    drain = drain or Drain(0)
+    cut = False
     try:
-        async for batch in fold_events(events, state, journal, timer=timer):
-            for sse in batch:
-                yield server_sent_event(sse)
+        with drain.track():
+            async for batch in fold_events(events, state, journal, timer=timer):
+                for sse in batch:
+                    yield server_sent_event(sse)
+                if drain.cut.is_set() and not state.done:
+                    cut = True
+                    notice = cut_notice(state, response_id)
+                    # No SSE id: a client resuming by Last-Event-ID resumes after the
+                    # last event of the log it got, not after this notice.
+                    yield ServerSentEvent(data=json.dumps(notice, separators=(",", ":")),
+                                          event="error")
+                    return
     finally:
         admission.release()
         await events.close()
-        if not state.done and cancel_on_disconnect:
+        if not state.done and cancel_on_disconnect and not cut:
             journal.cancel_soon(response_id, "client_disconnected")
+
+
+def cut_notice(state: ResponseFold, response_id: str) -> dict[str, Any]:
+    """The last event of a stream cut by a shutdown: an `error` the SDK knows, naming the
+    event to resume after. The response itself goes on in its worker."""
+    last = len(state.sse_events) - 1
+    return {
+        "type": "error", "code": SHUTTING_DOWN, "param": None, "sequence_number": last + 1,
+        "message": (f"The server is shutting down, so this stream was cut after event {last}; "
+                    f"the response goes on. Resume it with GET /v1/responses/{response_id}"
+                    f"?stream=true&starting_after={last} (with the response store on)."),
+    }
 
 
 async def json_reply(
     request: Request, events: LogFollower, journal: Journal, admission: Admission, response_id: str,
-    timer: ResponseTimer | None = None,
+    timer: ResponseTimer | None = None, drain: Drain | None = None,
 ) -> JSONResponse:
     state = ResponseFold()
+    drain = drain or Drain(0)
     try:
-        async for _ in fold_events(events, state, journal, timer=timer):
-            if not state.done and await request.is_disconnected():
-                journal.cancel_soon(response_id, "client_disconnected")
-                break
+        with drain.track():
+            async for _ in fold_events(events, state, journal, timer=timer):
+                if not state.done and drain.cut.is_set():
+                    raise APIError(
+                        503, f"The server is shutting down; the response {response_id} goes "
+                        f"on: read it with GET /v1/responses/{response_id} (with the response "
+                        "store on).", code=SHUTTING_DOWN)
+                if not state.done and await request.is_disconnected():
+                    journal.cancel_soon(response_id, "client_disconnected")
+                    break
     finally:
         admission.release()
         await events.close()

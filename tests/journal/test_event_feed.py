@@ -12,7 +12,7 @@ async def test_the_feed_carries_every_response_and_redelivers_the_unacked(journa
     try:
         for rid in ("resp_feed_a", "resp_feed_b"):
             await journal.publish_request(request(rid))
-            writer = journal.writer(rid, 1)
+            writer = journal.writer(rid, 1, await journal.take_lease(rid))
             await writer.publish(GenerationStarted, worker_id="w", input_tokens=1)
             await writer.flush()
         seen = []

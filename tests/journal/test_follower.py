@@ -21,7 +21,7 @@ def event(seq: int, response_id: str = RID) -> object:
 
 async def publish(journal: Journal, seq: int) -> None:
     """One event written out of order on purpose: a writer at that seq."""
-    writer = journal.writer(RID, seq)
+    writer = journal.writer(RID, seq, await journal.take_lease(RID))
     stored = event(seq)
     fields = stored.model_dump(exclude={"response_id", "seq", "type", "v"})
     await writer.publish(type(stored), **fields)
@@ -50,7 +50,7 @@ async def test_a_reader_that_falls_behind_loses_nothing(journal: Journal) -> Non
     rid = "resp_slow_reader"
     log = await journal.follow(rid)
     total = BUFFERED_EVENTS + 500
-    writer = journal.writer(rid, 0)
+    writer = journal.writer(rid, 0, await journal.take_lease(rid))
     first = event(0, rid)
     await writer.publish(RequestAccepted, **first.model_dump(exclude={"response_id", "seq", "type", "v"}))
     for seq in range(1, total):

@@ -26,7 +26,7 @@ async def test_a_log_reads_back_in_order_once_each(journal: Journal) -> None:
     assert not await journal.response_exists(rid)
     await journal.publish_request(request(rid))
     await journal.publish_request(request(rid))  # a retried publish: dropped by its id
-    writer = journal.writer(rid, 1)
+    writer = journal.writer(rid, 1, await journal.take_lease(rid))
     await writer.publish(GenerationStarted, worker_id="w", input_tokens=3)
     for token in range(5):
         await writer.publish(TokensGenerated, token_ids=(token,), text=str(token), channel="text")
@@ -43,7 +43,7 @@ async def test_a_log_reads_back_in_order_once_each(journal: Journal) -> None:
 async def test_a_gap_leaves_a_prefix(journal: Journal) -> None:
     rid = "resp_gap"
     await journal.publish_request(request(rid))
-    late = journal.writer(rid, 2)  # seq 1 is never written
+    late = journal.writer(rid, 2, await journal.take_lease(rid))  # seq 1 is never written
     await late.publish(GenerationStarted, worker_id="w", input_tokens=1)
     await late.flush()
     assert [event.seq for event in await journal.read_log(rid)] == [0]

@@ -37,7 +37,7 @@ async def test_the_store_command_projects_the_log(
         unstored = stored.model_copy(update={"response_id": "resp_unstored", "store": False})
         for request in (stored, unstored):
             await journal.publish_request(request)
-            writer = journal.writer(request.response_id, 1)
+            writer = journal.writer(request.response_id, 1, await journal.take_lease(request.response_id))
             await writer.publish(GenerationFinished, finish_reason="stop",
                                  usage=Usage(input_tokens=1, output_tokens=0))
             await writer.flush()

@@ -5,9 +5,11 @@ it from a thread of its own."""
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable
 from collections.abc import Sequence as TokenIds
 from dataclasses import dataclass, field
+from typing import Any
 
 from workers.engine.block_manager import BlockManager
 from workers.engine.config import EngineConfig
@@ -17,9 +19,11 @@ from workers.engine.model_runner import ModelRunner
 from workers.engine.output_processor import Delta, OutputProcessor
 from workers.engine.sampling_params import SamplingParams
 from workers.engine.scheduler import Scheduler
-from workers.engine.sequence import Sequence
+from workers.engine.sequence import Sequence, SequenceStatus
 from workers.engine.thinking_budget import ReasoningMarkers, ThinkEvent, ThinkingBudget
 from workers.model.loader import LoadedModel
+
+log = logging.getLogger("spate.worker.engine")
 
 
 @dataclass(slots=True)
@@ -43,6 +47,9 @@ class RequestOutput:
     # was streamed before; for per-response state kept outside the engine (a tool-call
     # parser) to catch up on.
     replayed_deltas: list[Delta] = field(default_factory=list)
+    # Set (with finish_reason "error") when this request alone failed: an unexpected
+    # error in its own token processing, which fails it and not the batch it ran in.
+    error: str | None = None
 
 
 class LLMEngine:
@@ -172,23 +179,47 @@ class LLMEngine:
         for seq, token_id, logprob, forced in zip(
             seqs, sampled.token_ids, sampled.logprobs, forced_token_ids, strict=True
         ):
-            if seq.num_prompt_cached_tokens is None:
-                seq.num_prompt_cached_tokens = min(seq.num_cached_tokens, seq.num_prompt_tokens)
-            # Before the think state sees the token: the grammar only follows the answer.
-            grammar_ended = advance_grammar(seq, token_id, forced)
-            seq.append_token(token_id)
-            event = self.thinking.observe(seq, token_id) if self.thinking is not None else None
-            finish_reason = self.output_processor.stop_token_reason(seq, token_id)
-            if finish_reason is None and grammar_ended:
-                finish_reason = "stop"
-            finish_reason = self.output_processor.process_token(
-                seq, token_id, logprob, event, finish_reason
-            )
-            if finish_reason is not None:
-                self.scheduler.finish(seq, finish_reason)
-                del self._sequences[seq.request_id]
-            outputs.append(self._output(seq, [token_id], event, finish_reason))
+            try:
+                outputs.append(self._advance(seq, token_id, logprob, forced))
+            except Exception as error:
+                log.exception("request %s failed in its token processing", seq.request_id)
+                outputs.append(self._fail(seq, error))
         return outputs
+
+    def _advance(
+        self, seq: Sequence, token_id: int, logprob: Any, forced: int | None
+    ) -> RequestOutput:
+        """One sampled token through the sequence's grammar, think state and output."""
+        if seq.num_prompt_cached_tokens is None:
+            seq.num_prompt_cached_tokens = min(seq.num_cached_tokens, seq.num_prompt_tokens)
+        # Before the think state sees the token: the grammar only follows the answer.
+        grammar_ended = advance_grammar(seq, token_id, forced)
+        seq.append_token(token_id)
+        event = self.thinking.observe(seq, token_id) if self.thinking is not None else None
+        finish_reason = self.output_processor.stop_token_reason(seq, token_id)
+        if finish_reason is None and grammar_ended:
+            finish_reason = "stop"
+        finish_reason = self.output_processor.process_token(
+            seq, token_id, logprob, event, finish_reason
+        )
+        if finish_reason is not None:
+            self.scheduler.finish(seq, finish_reason)
+            del self._sequences[seq.request_id]
+        return self._output(seq, [token_id], event, finish_reason)
+
+    def _fail(self, seq: Sequence, error: Exception) -> RequestOutput:
+        """End one request whose processing raised; its blocks are freed, the rest of the
+        batch goes on."""
+        self._sequences.pop(seq.request_id, None)
+        if seq.status is not SequenceStatus.FINISHED:
+            self.scheduler.finish(seq, "error")
+        return RequestOutput(
+            request_id=seq.request_id, deltas=[], new_token_ids=[], reasoning_ended=None,
+            finished=True, finish_reason="error", num_prompt_tokens=seq.num_prompt_tokens,
+            num_output_tokens=seq.num_output_tokens, num_reasoning_tokens=0,
+            num_cached_tokens=seq.num_prompt_cached_tokens or 0,
+            error=f"{type(error).__name__}: {error}",
+        )
 
     def _output(
         self,
