@@ -19,7 +19,7 @@ from api.routes import (
     stored_responses,
 )
 from api.settings import ApiSettings
-from journal import Journal, JournalUnavailable
+from journal import Journal, JournalUnavailable, PayloadTooLarge
 from store import StoreUnavailable
 from store.projector import Projector
 from store.redis_store import RedisStore
@@ -57,6 +57,13 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     @app.exception_handler(JournalUnavailable)
     async def _bus_unavailable(_: Request, error: JournalUnavailable) -> JSONResponse:
         return APIError(503, str(error), code="bus_unavailable").response()
+
+    @app.exception_handler(PayloadTooLarge)
+    async def _too_large_for_bus(_: Request, error: PayloadTooLarge) -> JSONResponse:
+        # Under SPATE_MAX_BODY_BYTES but over what NATS takes in one message.
+        message = (f"The request is too large: as an event it is {error.size} bytes, "
+                   f"and this server takes at most {error.limit}.")
+        return APIError(413, message, code="request_too_large").response()
 
     @app.exception_handler(StoreUnavailable)
     async def _store_unavailable(_: Request, error: StoreUnavailable) -> JSONResponse:

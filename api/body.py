@@ -34,6 +34,12 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> str | None:
     return None
 
 
+def _refuse_constant(name: str) -> Any:
+    # Python's json reads NaN and Infinity, which JSON does not have; a NaN would pass
+    # every numeric bound, since each comparison with it is false.
+    raise ValueError(f"{name} is not a JSON value")
+
+
 async def read_request(request: Request, max_body_bytes: int) -> ResponsesRequest:
     return await read_body(request, ResponsesRequest, max_body_bytes)
 
@@ -47,7 +53,7 @@ async def read_body(request: Request, model: type[Body], max_body_bytes: int) ->
     if len(raw) > max_body_bytes:
         raise APIError(413, f"The request body exceeds {max_body_bytes} bytes.", code="request_too_large")
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         # ValueError covers malformed JSON and integers too long to convert.
         raise APIError(400, f"The request body is not valid JSON: {error}", code="invalid_json") from error

@@ -9,7 +9,7 @@ no torch.
 """
 
 from journal.durable_consumer import Delivery, DurableConsumer
-from journal.errors import CountRefused, JournalUnavailable, PublishFailed
+from journal.errors import CountRefused, JournalUnavailable, PayloadTooLarge, PublishFailed
 from journal.follower import LogFollower
 from journal.journal import Journal
 from journal.settings import JournalSettings
@@ -23,6 +23,7 @@ __all__ = [
     "JournalSettings",
     "JournalUnavailable",
     "LogFollower",
+    "PayloadTooLarge",
     "PublishFailed",
     "ResponseWriter",
 ]

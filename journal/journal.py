@@ -12,7 +12,7 @@ from events import RequestAccepted
 from events.subjects import CANCELS_SUBJECT_PREFIX, EVENTS_STREAM, REQUESTS_STREAM
 from journal.connection import Connection
 from journal.durable_consumer import DurableConsumer
-from journal.errors import JournalUnavailable
+from journal.errors import JournalUnavailable, PayloadTooLarge
 from journal.follower import LogFollower
 from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.registry import Registry
@@ -61,9 +61,14 @@ class Journal:
     # -- a response's log ----------------------------------------------------------------
 
     async def publish_request(self, event: RequestAccepted) -> None:
+        """Raises PayloadTooLarge for a request the server cannot take in one message,
+        JournalUnavailable when NATS does not take it."""
         js = self.connection.require()
         try:
-            await publish_request(js, event, self.settings.nats_timeout_s)
+            await publish_request(js, event, self.settings.nats_timeout_s,
+                                  self.connection.nc.max_payload)
+        except PayloadTooLarge:
+            raise
         except Exception as error:
             raise JournalUnavailable(f"Could not publish the request: {error}") from error
 

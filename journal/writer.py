@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from events import CancelRequested, RequestAccepted, encode
 from events.subjects import cancel_subject, event_msg_id, events_subject, request_subject
-from journal.errors import PublishFailed
+from journal.errors import PayloadTooLarge, PublishFailed
 
 log = logging.getLogger("spate.journal.writer")
 
@@ -18,16 +18,32 @@ PUBLISH_RETRIES = 5
 # Unsettled publishes a writer keeps before it checks the settled ones.
 SETTLE_EVERY = 256
 
+# Room left for a message's headers (its Nats-Msg-Id) under the server's max_payload,
+# which counts headers and payload together.
+HEADER_ALLOWANCE = 512
+
 CancelReason = Literal["client_disconnected", "requested"]
 
 
-async def publish_request(js: Any, event: RequestAccepted, timeout: float) -> None:
+def check_payload_size(payload: bytes, max_payload: int) -> None:
+    """Raise PayloadTooLarge before a publish the server would refuse. The client's own
+    check comes too late for publish_async: by then it holds one of its pending-ack
+    slots and a reply future that nothing ever completes, so each oversized publish
+    would leak one until publishing stalls."""
+    if len(payload) + HEADER_ALLOWANCE > max_payload:
+        raise PayloadTooLarge(len(payload), max_payload - HEADER_ALLOWANCE)
+
+
+async def publish_request(
+    js: Any, event: RequestAccepted, timeout: float, max_payload: int
+) -> None:
     """Write seq 0 of the response's log, then hand the request to the workers.
 
     The log is written first so a worker never runs a request whose log is missing. Both
     go out back to back and their acks are awaited together: one round trip, not two.
     """
     payload = encode(event)
+    check_payload_size(payload, max_payload)
     acks = [
         await js.publish_async(
             events_subject(event.response_id), payload,

@@ -51,6 +51,7 @@ async def create_response(
     owner: OwnerDep,
 ) -> Any:
     body = await read_request(request, settings.max_body_bytes)
+    check_priority(body, settings.priority_floor)
     store = stateful_store(request, body)
     body = await resolved_references(store, body, owner)
     context = await context_of(store, body, owner) if store is not None else Context()
@@ -66,11 +67,15 @@ async def create_response(
             await projector_of(request).apply(event, encode(event))
         return JSONResponse(ResponseFold().apply(event)[0]["response"])
     admission.admit()
+    events = None
     try:
         events = await journal.follow(event.response_id)
         await journal.publish_request(event)
     except BaseException:
+        # Nothing was published: give back the slot and the subscription.
         admission.release()
+        if events is not None:
+            await events.close()
         raise
     cancel_on_disconnect = not body.background
     if body.stream:
@@ -83,6 +88,14 @@ async def create_response(
         with contextlib.suppress(StoreError, JournalUnavailable):
             await projector_of(request).catch_up(event.response_id)
     return reply
+
+
+def check_priority(body: ResponsesRequest, floor: int) -> None:
+    """A 400 for a priority more urgent than this server lets clients ask for."""
+    if body.priority is not None and body.priority < floor:
+        raise APIError(400, f"Invalid value for 'priority': this server allows {floor} "
+                       "at the most urgent (lower runs first; SPATE_PRIORITY_FLOOR).",
+                       param="priority", code="invalid_value")
 
 
 def stateful_store(request: Request, body: ResponsesRequest) -> Store | None:
