@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
 
 from api.errors import APIError, validation_error
 from api.request_model import FieldRejected, ResponsesRequest
@@ -49,7 +50,12 @@ async def read_body(request: Request, model: type[Body], max_body_bytes: int) ->
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
         raise APIError(413, f"The request body exceeds {max_body_bytes} bytes.", code="request_too_large")
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except ClientDisconnect:
+        # Nobody is left to answer; the status only shows in the access log.
+        raise APIError(400, "The client disconnected before the body was complete.",
+                       code="client_disconnected") from None
     if len(raw) > max_body_bytes:
         raise APIError(413, f"The request body exceeds {max_body_bytes} bytes.", code="request_too_large")
     try:

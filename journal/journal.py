@@ -13,7 +13,7 @@ from events.subjects import CANCELS_SUBJECT_PREFIX, EVENTS_STREAM, REQUESTS_STRE
 from journal.connection import Connection
 from journal.durable_consumer import DurableConsumer
 from journal.errors import JournalUnavailable, PayloadTooLarge
-from journal.follower import LogFollower
+from journal.follower import REPAIRS_AT_ONCE, LogFollower
 from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.registry import Registry
 from journal.settings import JournalSettings
@@ -38,6 +38,8 @@ class Journal:
         # Cancels sent from places that cannot await (a stream torn down by a
         # disconnect); referenced here until they finish.
         self._pending: set[asyncio.Task[None]] = set()
+        # Shared by every follower of this process, so repairs cannot storm NATS.
+        self._repairs = asyncio.Semaphore(REPAIRS_AT_ONCE)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -82,7 +84,7 @@ class Journal:
 
     async def follow(self, response_id: str) -> LogFollower:
         """Start receiving the response's events; call before publishing its request."""
-        follower = LogFollower(self.connection, response_id)
+        follower = LogFollower(self.connection, response_id, self._repairs)
         await follower.start()
         return follower
 
