@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api.admission import Admission
 from api.errors import APIError, install_error_handlers
+from api.openapi import install_openapi
 from api.routes import (
     conversations,
     health,
@@ -76,4 +77,5 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(input_tokens.router)
     app.include_router(stored_responses.router)
     app.include_router(conversations.router)
+    install_openapi(app)
     return app

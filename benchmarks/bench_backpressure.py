@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ from journal import Journal, JournalSettings  # noqa: E402
 class Stream:
     response_id: str = ""
     events: list[dict[str, Any]] = field(default_factory=list)
+    # The HTTP status; a refused stream (429, 503) keeps its error body here.
+    status: int = 0
+    refusal: str = ""
 
 
 def rss_kib(pid: int, key: str = "VmRSS") -> int:
@@ -84,9 +88,11 @@ async def one_stream(client: httpx.AsyncClient, url: str, tokens: int, pause_s: 
     stream = Stream()
     await asyncio.sleep(start_after_s)
     async with client.stream("POST", url, json=body) as reply:
+        stream.status = reply.status_code
         if reply.status_code != 200:
             await reply.aread()
-            raise RuntimeError(f"{reply.status_code}: {reply.text}")
+            stream.refusal = reply.text
+            return stream
         open_streams.now += 1
         open_streams.peak = max(open_streams.peak, open_streams.now)
         async for line in reply.aiter_lines():
@@ -157,7 +163,8 @@ async def lost_events(nats_url: str, streams: list[Stream]) -> tuple[int, int]:
         return lost_in(stream.events, expected), len(expected)
 
     try:
-        results = await asyncio.gather(*(check(stream) for stream in streams))
+        results = await asyncio.gather(*(check(stream) for stream in streams
+                                         if stream.status == 200))
     finally:
         await journal.close()
     return sum(lost for lost, _ in results), sum(checked for _, checked in results)
@@ -230,6 +237,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 process.wait(timeout=30)
     deltas = sum(event["type"] == "response.output_text.delta"
                  for stream in streams for event in stream.events)
+    refused = [stream for stream in streams if stream.status != 200]
+    ended = Counter(stream.events[-1]["type"] if stream.events else "nothing"
+                    for stream in streams if stream.status == 200)
     result = {
         "streams": args.streams, "tokens": args.tokens, "wall_s": wall_s,
         "peak_open_streams": open_streams.peak,
@@ -237,6 +247,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "api_rss_after_mib": after_kib / 1024,
         "peak_kib_per_stream": (peak_kib - idle_kib) / max(args.streams, 1),
         "events_checked": checked, "events_lost": lost, "deltas": deltas,
+        "refused": len(refused), "completed": ended["response.completed"]
+        + ended["response.incomplete"],
     }
     print(f"{args.streams} streams x {args.tokens} tokens ({args.slow_share:.0%} reading with "
           f"a {args.slow_pause * 1000:.0f} ms pause per event), opened over {args.ramp:g} s, "
@@ -246,6 +258,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
           f"stream), after {result['api_rss_after_mib']:.1f} MiB")
     print(f"events checked against the log: {checked}, lost: {lost}; "
           f"text deltas delivered: {deltas}")
+    print(f"streams ended by: {dict(ended)}; refused: {len(refused)} "
+          f"{dict(Counter(stream.status for stream in refused))}")
+    for stream in refused[:3]:
+        print(f"  refused {stream.status}: {stream.refusal[:200]}")
     return result
 
 

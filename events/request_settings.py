@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, Strict
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 INT64_MIN = -(2**63)
@@ -135,16 +135,33 @@ Seed = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
 MaxOutputTokens = Annotated[int, Field(ge=1, le=MAX_OUTPUT_TOKENS)]
 TopLogprobs = Annotated[int, Field(ge=0, le=MAX_TOP_LOGPROBS)]
 Priority = Annotated[int, Field(ge=-PRIORITY_LIMIT, le=PRIORITY_LIMIT)]
+# The JSON schemas below (for /openapi.json) say what the validators take, where the
+# types alone would not: one string or several, digit keys, the -1 budget.
+_TOKEN_ID_SCHEMA = {"type": "integer", "minimum": 0, "maximum": MAX_TOKEN_ID}
 StopStrings = Annotated[
-    tuple[str, ...], BeforeValidator(_stop_strings_of), AfterValidator(_non_empty)
+    tuple[str, ...], BeforeValidator(_stop_strings_of), AfterValidator(_non_empty),
+    WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1},
+                              {"type": "array", "items": {"type": "string", "minLength": 1}}]}),
 ]
-TokenIds = Annotated[tuple[int, ...], BeforeValidator(_token_ids_of), AfterValidator(_token_ids_in_range)]
+TokenIds = Annotated[
+    tuple[int, ...], BeforeValidator(_token_ids_of), AfterValidator(_token_ids_in_range),
+    WithJsonSchema({"type": "array", "items": _TOKEN_ID_SCHEMA,
+                    "maxItems": MAX_TOKEN_ID_ENTRIES}),
+]
 # Token id -> bias, clamped to [-LOGIT_BIAS_LIMIT, LOGIT_BIAS_LIMIT]. Keys convert from
 # digits even in a strict model (JSON keys are strings); values stay strict.
 LogitBias = Annotated[
     dict[Annotated[int, Strict(False)], Annotated[float, Field(allow_inf_nan=False)]],
     BeforeValidator(_token_id_keys),
     AfterValidator(_clamped),
+    WithJsonSchema({"type": "object", "maxProperties": MAX_TOKEN_ID_ENTRIES,
+                    "propertyNames": {"pattern": "^[0-9]{1,10}$"},
+                    "additionalProperties": {"type": "number"}}),
 ]
 # None is unlimited; -1 becomes None; 0 closes a think block at once.
-ThinkingTokenBudget = Annotated[int | None, BeforeValidator(thinking_token_budget_of)]
+ThinkingTokenBudget = Annotated[
+    int | None, BeforeValidator(thinking_token_budget_of),
+    WithJsonSchema({"anyOf": [
+        {"type": "integer", "minimum": OFF_SENTINEL, "maximum": MAX_THINKING_TOKEN_BUDGET},
+        {"type": "null"}]}),
+]

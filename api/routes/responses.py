@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
 
 from api.admission import Admission
 from api.body import read_request
@@ -32,6 +34,7 @@ from journal import Journal, JournalUnavailable, LogFollower
 from store import Store, StoreError
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
+log = logging.getLogger("spate.api")
 
 # Failures that say the request itself was bad, or that nothing could serve it: with no
 # output yet, a plain HTTP client gets them as that status rather than a 200 carrying a
@@ -79,7 +82,8 @@ async def create_response(
         raise
     cancel_on_disconnect = not body.background
     if body.stream:
-        return EventSourceResponse(
+        return CuttableStream(
+            event.response_id,
             sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect),
             ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
         )
@@ -88,6 +92,23 @@ async def create_response(
         with contextlib.suppress(StoreError, JournalUnavailable):
             await projector_of(request).catch_up(event.response_id)
     return reply
+
+
+class CuttableStream(EventSourceResponse):
+    """An SSE response whose client is cut when it takes no event for `send_timeout`
+    seconds. The cut closes the event generator (its `finally` cancels the generation and
+    frees the slot) and is logged as one line, not as an application error."""
+
+    def __init__(self, response_id: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.response_id = response_id
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            log.warning("cut the stream of %s: its client took no event for %g s",
+                        self.response_id, self.send_timeout)
 
 
 def check_priority(body: ResponsesRequest, floor: int) -> None:

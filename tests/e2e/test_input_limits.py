@@ -145,6 +145,7 @@ def test_a_client_that_stops_reading_is_cut_and_its_generation_cancelled(
             received += chunk
         assert b"response.completed" not in received
         assert b"response.incomplete" not in received
+        assert f"cut the stream of {response_id}" in stack.api.output()
     finally:
         sock.close()
 
