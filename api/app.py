@@ -12,6 +12,7 @@ from api.admission import Admission
 from api.drain import Drain, DrainGate
 from api.errors import APIError, install_error_handlers
 from api.metrics import ApiMetrics, RequestMetrics
+from api.openapi import install_openapi
 from api.routes import (
     conversations,
     health,
@@ -23,7 +24,7 @@ from api.routes import (
     stored_responses,
 )
 from api.settings import ApiSettings
-from journal import Journal, JournalUnavailable
+from journal import Journal, JournalUnavailable, PayloadTooLarge
 from store import StoreError
 from store.projector import Projector
 from store.redis_store import RedisStore
@@ -67,6 +68,13 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     async def _bus_unavailable(_: Request, error: JournalUnavailable) -> JSONResponse:
         return APIError(503, str(error), code="bus_unavailable").response()
 
+    @app.exception_handler(PayloadTooLarge)
+    async def _too_large_for_bus(_: Request, error: PayloadTooLarge) -> JSONResponse:
+        # Under SPATE_MAX_BODY_BYTES but over what NATS takes in one message.
+        message = (f"The request is too large: as an event it is {error.size} bytes, "
+                   f"and this server takes at most {error.limit}.")
+        return APIError(413, message, code="request_too_large").response()
+
     @app.exception_handler(StoreError)
     async def _store_unavailable(_: Request, error: StoreError) -> JSONResponse:
         # Unreachable, or refusing (e.g. a Redis in protected mode or out of memory): the
@@ -82,4 +90,5 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(stored_responses.router)
     app.include_router(conversations.router)
     playground.install_playground(app)
+    install_openapi(app)
     return app

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
 
 from api.errors import APIError, validation_error
 from api.request_model import FieldRejected, ResponsesRequest
@@ -34,6 +35,12 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> str | None:
     return None
 
 
+def _refuse_constant(name: str) -> Any:
+    # Python's json reads NaN and Infinity, which JSON does not have; a NaN would pass
+    # every numeric bound, since each comparison with it is false.
+    raise ValueError(f"{name} is not a JSON value")
+
+
 async def read_request(request: Request, max_body_bytes: int) -> ResponsesRequest:
     return await read_body(request, ResponsesRequest, max_body_bytes)
 
@@ -43,11 +50,16 @@ async def read_body(request: Request, model: type[Body], max_body_bytes: int) ->
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
         raise APIError(413, f"The request body exceeds {max_body_bytes} bytes.", code="request_too_large")
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except ClientDisconnect:
+        # Nobody is left to answer; the status only shows in the access log.
+        raise APIError(400, "The client disconnected before the body was complete.",
+                       code="client_disconnected") from None
     if len(raw) > max_body_bytes:
         raise APIError(413, f"The request body exceeds {max_body_bytes} bytes.", code="request_too_large")
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         # ValueError covers malformed JSON and integers too long to convert.
         raise APIError(400, f"The request body is not valid JSON: {error}", code="invalid_json") from error

@@ -18,10 +18,12 @@ from api.tool_models import (
     refuse_unserved_tools,
 )
 from events.request_settings import (
+    MAX_TOOL_CALLS,
     LogitBias,
     MaxOutputTokens,
     MinP,
     Penalty,
+    Priority,
     RepetitionPenalty,
     Seed,
     StopStrings,
@@ -92,14 +94,14 @@ class ResponsesRequest(StrictModel):
     top_logprobs: TopLogprobs | None = None
     truncation: Literal["auto", "disabled"] | None = None
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
-    priority: int | None = None
+    priority: Priority | None = None
     cache_salt: str | None = Field(default=None, min_length=1)
     enable_response_messages: bool | None = None
     session_id: str | None = None
     kv_transfer_params: dict[str, Any] | None = None
     ec_transfer_params: dict[str, Any] | None = None
     vllm_xargs: dict[str, Any] | None = None
-    max_tool_calls: int | None = Field(default=None, ge=1)
+    max_tool_calls: int | None = Field(default=None, ge=1, le=MAX_TOOL_CALLS)
     parallel_tool_calls: bool | None = None
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
     prompt_cache_key: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from events.request_settings import PRIORITY_LIMIT
 from journal import JournalSettings
 from store.base import DEFAULT_TTL_S
 
@@ -24,6 +25,10 @@ class ApiSettings(JournalSettings):
     # A stream whose client has not taken an event for this long is cut (and, unless it
     # runs in the background, its generation cancelled).
     sse_send_timeout_s: float = Field(default=30.0, gt=0)
+    # The most urgent scheduler priority a client may ask for (lower runs first; the
+    # default is 0). At 0 nobody can jump ahead of requests at the default; an operator
+    # who trusts its clients lowers it, down to -PRIORITY_LIMIT.
+    priority_floor: int = Field(default=0, ge=-PRIORITY_LIMIT, le=0)
     # The response store (redis://host:port/db); None (or empty) leaves it off.
     store_url: str | None = None
     # Seconds a stored response or conversation lives after its last write.

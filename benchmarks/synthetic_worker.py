@@ -18,7 +18,8 @@ from workers.worker import Worker  # noqa: E402
 
 async def main() -> None:
     step_interval = float(os.environ.get("SPATE_BENCH_STEP_INTERVAL_S", "0.01"))
-    settings = WorkerSettings(max_num_seqs=256)
+    max_num_seqs = int(os.environ.get("SPATE_BENCH_MAX_NUM_SEQS", "256"))
+    settings = WorkerSettings(max_num_seqs=max_num_seqs)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from events.envelope import Event
-from events.request_settings import ThinkingTokenBudget
+from events.request_settings import Priority, ThinkingTokenBudget
 from events.sampling_settings import SamplingSettings
 
 
@@ -93,7 +93,7 @@ class RequestAccepted(Event):
     include_reasoning: bool = True
     enable_response_messages: bool = False
     # Scheduling and cache isolation.
-    priority: int = 0
+    priority: Priority = 0
     cache_salt: str | None = None
     # Routing hint and opaque pass-through for disaggregated deployments.
     session_id: str | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, Strict
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 INT64_MIN = -(2**63)
@@ -20,6 +20,24 @@ PENALTY_LIMIT = 2.0
 # OpenAI's logit_bias range; larger magnitudes would only mean "always" or "never".
 LOGIT_BIAS_LIMIT = 100.0
 MAX_TOP_LOGPROBS = 20
+# Caps on counts a client names. Each lies above anything a served model can use (their
+# vocabularies and context windows are far smaller), so no honest request meets one, and a
+# huge number never reaches a worker's batch: a top_k past int64 would fail the torch
+# call that every sequence of the batch shares.
+MAX_TOP_K = 1 << 20
+MAX_OUTPUT_TOKENS = 1 << 20
+MAX_THINKING_TOKEN_BUDGET = MAX_OUTPUT_TOKENS
+MAX_REPETITION_PENALTY = 10.0
+# Token ids are vocabulary indices: int32 holds every vocabulary there is.
+MAX_TOKEN_ID = 2**31 - 1
+# Entries in logit_bias and in stop_token_ids.
+MAX_TOKEN_ID_ENTRIES = 1024
+# Scheduler priority: lower runs first, 0 is the default. How far below 0 a client may go
+# is the API operator's choice (SPATE_PRIORITY_FLOOR, 0 unless raised), so that by default
+# nobody can jump ahead of everyone else's requests.
+PRIORITY_LIMIT = 1000
+# max_tool_calls is echoed only; bounded like every other count a client names.
+MAX_TOOL_CALLS = 1024
 # What a client sends for "no limit on thinking" and for "no top-k" (vLLM's spelling);
 # the event carries None and 0 instead, so nothing past it ever sees the sentinel.
 OFF_SENTINEL = -1
@@ -38,6 +56,11 @@ def thinking_token_budget_of(value: Any) -> int | None:
         return None
     if type(value) is not int or value < OFF_SENTINEL:
         raise PydanticCustomError(FIXED_MESSAGE_ERROR, BUDGET_MESSAGE)
+    if value > MAX_THINKING_TOKEN_BUDGET:
+        raise PydanticCustomError(
+            "less_than_equal", "Input should be less than or equal to {le}",
+            {"le": MAX_THINKING_TOKEN_BUDGET},
+        )
     return None if value == OFF_SENTINEL else value
 
 
@@ -68,9 +91,13 @@ def _token_ids_of(value: Any) -> Any:
     raise ValueError("Input should be a valid list")
 
 
-def _non_negative(token_ids: tuple[int, ...]) -> tuple[int, ...]:
+def _token_ids_in_range(token_ids: tuple[int, ...]) -> tuple[int, ...]:
     if any(token_id < 0 for token_id in token_ids):
         raise ValueError("token ids are non-negative integers")
+    if any(token_id > MAX_TOKEN_ID for token_id in token_ids):
+        raise ValueError(f"token ids are at most {MAX_TOKEN_ID}")
+    if len(token_ids) > MAX_TOKEN_ID_ENTRIES:
+        raise ValueError(f"at most {MAX_TOKEN_ID_ENTRIES} token ids")
     return token_ids
 
 
@@ -86,32 +113,55 @@ def _token_id_keys(value: Any) -> Any:
 
 
 def _clamped(bias: dict[int, float]) -> dict[int, float]:
+    if len(bias) > MAX_TOKEN_ID_ENTRIES:
+        raise ValueError(f"at most {MAX_TOKEN_ID_ENTRIES} token ids")
+    if any(token_id > MAX_TOKEN_ID for token_id in bias):
+        raise ValueError(f"token ids are at most {MAX_TOKEN_ID}")
     return {
         token_id: min(max(value, -LOGIT_BIAS_LIMIT), LOGIT_BIAS_LIMIT)
         for token_id, value in bias.items()
     }
 
 
-Temperature = Annotated[float, Field(ge=0, le=MAX_TEMPERATURE)]
-TopP = Annotated[float, Field(gt=0, le=1)]
+# Floats are finite: NaN would slip past every bound (each comparison is false).
+Temperature = Annotated[float, Field(ge=0, le=MAX_TEMPERATURE, allow_inf_nan=False)]
+TopP = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 # -1 or 0 turn top-k off; both arrive as 0.
-TopK = Annotated[int, Field(ge=OFF_SENTINEL), AfterValidator(_top_k_of)]
-MinP = Annotated[float, Field(ge=0, le=1)]
-Penalty = Annotated[float, Field(ge=-PENALTY_LIMIT, le=PENALTY_LIMIT)]
-RepetitionPenalty = Annotated[float, Field(gt=0)]
+TopK = Annotated[int, Field(ge=OFF_SENTINEL, le=MAX_TOP_K), AfterValidator(_top_k_of)]
+MinP = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Penalty = Annotated[float, Field(ge=-PENALTY_LIMIT, le=PENALTY_LIMIT, allow_inf_nan=False)]
+RepetitionPenalty = Annotated[float, Field(gt=0, le=MAX_REPETITION_PENALTY, allow_inf_nan=False)]
 Seed = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
-MaxOutputTokens = Annotated[int, Field(ge=1)]
+MaxOutputTokens = Annotated[int, Field(ge=1, le=MAX_OUTPUT_TOKENS)]
 TopLogprobs = Annotated[int, Field(ge=0, le=MAX_TOP_LOGPROBS)]
+Priority = Annotated[int, Field(ge=-PRIORITY_LIMIT, le=PRIORITY_LIMIT)]
+# The JSON schemas below (for /openapi.json) say what the validators take, where the
+# types alone would not: one string or several, digit keys, the -1 budget.
+_TOKEN_ID_SCHEMA = {"type": "integer", "minimum": 0, "maximum": MAX_TOKEN_ID}
 StopStrings = Annotated[
-    tuple[str, ...], BeforeValidator(_stop_strings_of), AfterValidator(_non_empty)
+    tuple[str, ...], BeforeValidator(_stop_strings_of), AfterValidator(_non_empty),
+    WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1},
+                              {"type": "array", "items": {"type": "string", "minLength": 1}}]}),
 ]
-TokenIds = Annotated[tuple[int, ...], BeforeValidator(_token_ids_of), AfterValidator(_non_negative)]
+TokenIds = Annotated[
+    tuple[int, ...], BeforeValidator(_token_ids_of), AfterValidator(_token_ids_in_range),
+    WithJsonSchema({"type": "array", "items": _TOKEN_ID_SCHEMA,
+                    "maxItems": MAX_TOKEN_ID_ENTRIES}),
+]
 # Token id -> bias, clamped to [-LOGIT_BIAS_LIMIT, LOGIT_BIAS_LIMIT]. Keys convert from
 # digits even in a strict model (JSON keys are strings); values stay strict.
 LogitBias = Annotated[
-    dict[Annotated[int, Strict(False)], float],
+    dict[Annotated[int, Strict(False)], Annotated[float, Field(allow_inf_nan=False)]],
     BeforeValidator(_token_id_keys),
     AfterValidator(_clamped),
+    WithJsonSchema({"type": "object", "maxProperties": MAX_TOKEN_ID_ENTRIES,
+                    "propertyNames": {"pattern": "^[0-9]{1,10}$"},
+                    "additionalProperties": {"type": "number"}}),
 ]
 # None is unlimited; -1 becomes None; 0 closes a think block at once.
-ThinkingTokenBudget = Annotated[int | None, BeforeValidator(thinking_token_budget_of)]
+ThinkingTokenBudget = Annotated[
+    int | None, BeforeValidator(thinking_token_budget_of),
+    WithJsonSchema({"anyOf": [
+        {"type": "integer", "minimum": OFF_SENTINEL, "maximum": MAX_THINKING_TOKEN_BUDGET},
+        {"type": "null"}]}),
+]

@@ -10,7 +10,7 @@ no torch.
 
 from journal.backlog import Backlog
 from journal.durable_consumer import Delivery, DurableConsumer
-from journal.errors import CountRefused, Fenced, JournalUnavailable, PublishFailed
+from journal.errors import CountRefused, Fenced, JournalUnavailable, PayloadTooLarge, PublishFailed
 from journal.follower import LogFollower
 from journal.journal import Journal
 from journal.settings import JournalSettings
@@ -27,6 +27,7 @@ __all__ = [
     "JournalSettings",
     "JournalUnavailable",
     "LogFollower",
+    "PayloadTooLarge",
     "PublishFailed",
     "ResponseWriter",
     "TailedMessage",

@@ -7,6 +7,16 @@ class JournalUnavailable(Exception):
     """NATS cannot be reached, or did not answer in time."""
 
 
+class PayloadTooLarge(Exception):
+    """An event is larger than the NATS server takes in one message (its max_payload):
+    the request is the client's to shrink, not a bus failure."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"the event is {size} bytes; the message bus takes at most {limit}")
+        self.size = size
+        self.limit = limit
+
+
 class PublishFailed(Exception):
     """An event could not be persisted; the request must go back to the queue."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 from events import decode
@@ -19,21 +20,36 @@ from journal.connection import Connection
 from journal.errors import JournalUnavailable
 from journal.log_reader import last_seq, read_log
 
+log = logging.getLogger("spate.journal.follower")
+
 # How long an out-of-order event may wait for the one before it before the log is read.
 GAP_PATIENCE_S = 0.25
 # Events held for a reader that does not keep up; past it they are dropped and read back
 # from the log when the reader catches up, so a slow client costs bounded memory.
 BUFFERED_EVENTS = 1024
+# A quiet stream checks the log for a missed tail after one quiet wait, then after twice
+# as long each time nothing was missed, up to this: a thousand streams queued behind a
+# busy worker would otherwise ask NATS for their logs a thousand times a second.
+MAX_QUIET_CHECK_S = 4.0
+# Log reads (gap and quiet-tail repairs) one process runs at once; the rest wait their
+# turn, and a follower whose live events came while it waited skips its read.
+REPAIRS_AT_ONCE = 16
 
 
 class LogFollower:
-    def __init__(self, connection: Connection, response_id: str) -> None:
+    def __init__(
+        self, connection: Connection, response_id: str, repairs: asyncio.Semaphore
+    ) -> None:
         self._connection = connection
         self.response_id = response_id
         self._queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=BUFFERED_EVENTS)
         self._order = SeqOrder()
         self._ready: list[Any] = []
         self._subscription: Any = None
+        self._repairs = repairs
+        # When a quiet stream next checks the log, and how long it waits after that.
+        self._quiet_check_at = 0.0
+        self._quiet_check_s = 0.0
 
     async def start(self) -> None:
         self._connection.require()
@@ -54,6 +70,7 @@ class LogFollower:
         what was missed. Past the allowance it raises JournalUnavailable, so a stream
         ends with an error instead of hanging.
         """
+        loop = asyncio.get_running_loop()
         while not self._ready:
             wait = GAP_PATIENCE_S if self._order.waiting else timeout
             try:
@@ -65,19 +82,38 @@ class LogFollower:
                     raise JournalUnavailable(
                         "Lost the connection to the message bus (NATS)."
                     ) from None
+                if not self._order.waiting and loop.time() < self._quiet_check_at:
+                    return None
                 if await self._repair():
+                    self._quiet_check_s = 0.0
                     continue
+                self._quiet_check_s = min(max(2 * self._quiet_check_s, timeout), MAX_QUIET_CHECK_S)
+                self._quiet_check_at = loop.time() + self._quiet_check_s
                 return None
+            self._quiet_check_s = self._quiet_check_at = 0.0
             self._ready.extend(self._order.push(decode(data)))
         return self._ready.pop(0)
 
     async def _repair(self) -> bool:
-        """Fill a gap from the stored log; True when that produced events."""
-        js = self._connection.require()
-        if await last_seq(js, self.response_id) < self._order.next_seq:
-            return False
-        for event in await read_log(js, self.response_id):
-            self._ready.extend(self._order.push(event))
+        """Fill a gap from the stored log; True when there may be events to take now.
+
+        A read that fails while the connection is up (NATS slow under load) is not the
+        stream's end: the follower waits and checks again, and the caller's own checks
+        (a worker gone, the bus gone) still end a stream that cannot go on."""
+        async with self._repairs:
+            if not self._queue.empty():  # the live events came while this waited
+                return True
+            js = self._connection.require()
+            try:
+                if await last_seq(js, self.response_id) < self._order.next_seq:
+                    return False
+                for event in await read_log(js, self.response_id):
+                    self._ready.extend(self._order.push(event))
+            except JournalUnavailable as error:
+                if not self._connection.connected:
+                    raise
+                log.warning("could not read the log of %s yet: %s", self.response_id, error)
+                return False
         return bool(self._ready)
 
     async def close(self) -> None:

@@ -21,8 +21,8 @@ from events.subjects import (
 from journal.backlog import Backlog, consumer_backlog
 from journal.connection import Connection
 from journal.durable_consumer import DurableConsumer
-from journal.errors import Fenced, JournalUnavailable
-from journal.follower import LogFollower
+from journal.errors import Fenced, JournalUnavailable, PayloadTooLarge
+from journal.follower import REPAIRS_AT_ONCE, LogFollower
 from journal.lease import take_lease
 from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.pipeline import PublishPipeline
@@ -51,6 +51,8 @@ class Journal:
         # Cancels sent from places that cannot await (a stream torn down by a
         # disconnect); referenced here until they finish.
         self._pending: set[asyncio.Task[None]] = set()
+        # Shared by every follower of this process, so repairs cannot storm NATS.
+        self._repairs = asyncio.Semaphore(REPAIRS_AT_ONCE)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -74,9 +76,14 @@ class Journal:
     # -- a response's log ----------------------------------------------------------------
 
     async def publish_request(self, event: RequestAccepted, traceparent: str | None = None) -> None:
+        """Raises PayloadTooLarge for a request the server cannot take in one message,
+        JournalUnavailable when NATS does not take it."""
         js = self.connection.require()
         try:
-            await publish_request(js, event, self.settings.nats_timeout_s, traceparent)
+            await publish_request(js, event, self.settings.nats_timeout_s,
+                                  self.connection.nc.max_payload, traceparent)
+        except PayloadTooLarge:
+            raise
         except Exception as error:
             raise JournalUnavailable(f"Could not publish the request: {error}") from error
 
@@ -97,7 +104,7 @@ class Journal:
 
     async def follow(self, response_id: str) -> LogFollower:
         """Start receiving the response's events; call before publishing its request."""
-        follower = LogFollower(self.connection, response_id)
+        follower = LogFollower(self.connection, response_id, self._repairs)
         await follower.start()
         return follower
 

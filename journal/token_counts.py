@@ -15,6 +15,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from events import RequestAccepted, decode, encode
 from events.subjects import count_subject, counters_queue
 from journal.errors import CountRefused, JournalUnavailable
+from journal.writer import check_payload_size
 
 log = logging.getLogger("spate.journal.counts")
 
@@ -27,9 +28,10 @@ CountHandler = Callable[[RequestAccepted], Awaitable[int]]
 
 async def request_count(nc: Any, event: RequestAccepted) -> int:
     """The prompt length one of `event.model`'s workers builds for `event`."""
+    payload = encode(event)
+    check_payload_size(payload, nc.max_payload)
     try:
-        reply = await nc.request(count_subject(event.model), encode(event),
-                                 timeout=COUNT_TIMEOUT_S)
+        reply = await nc.request(count_subject(event.model), payload, timeout=COUNT_TIMEOUT_S)
     except NoRespondersError:
         raise CountRefused("model_unavailable",
                            f"No worker is serving the model '{event.model}' right now.",

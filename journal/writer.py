@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from events import CancelRequested, RequestAccepted, encode
 from events.subjects import cancel_subject, event_msg_id, events_subject, request_subject
-from journal.errors import Fenced, PublishFailed
+from journal.errors import Fenced, PayloadTooLarge, PublishFailed
 from journal.lease import fence_headers, take_lease
 from journal.pipeline import PublishPipeline, is_fenced, lease_lost
 from journal.trace_context import TRACEPARENT_HEADER
@@ -24,11 +24,25 @@ PUBLISH_RETRIES = 5
 # Unsettled publishes a writer keeps before it checks the settled ones.
 SETTLE_EVERY = 256
 
+# Room left for a message's headers (its Nats-Msg-Id) under the server's max_payload,
+# which counts headers and payload together.
+HEADER_ALLOWANCE = 512
+
 CancelReason = Literal["client_disconnected", "requested"]
 
 
+def check_payload_size(payload: bytes, max_payload: int) -> None:
+    """Raise PayloadTooLarge before a publish the server would refuse. The client's own
+    check comes too late for publish_async: by then it holds one of its pending-ack
+    slots and a reply future that nothing ever completes, so each oversized publish
+    would leak one until publishing stalls."""
+    if len(payload) + HEADER_ALLOWANCE > max_payload:
+        raise PayloadTooLarge(len(payload), max_payload - HEADER_ALLOWANCE)
+
+
 async def publish_request(
-    js: Any, event: RequestAccepted, timeout: float, traceparent: str | None = None
+    js: Any, event: RequestAccepted, timeout: float, max_payload: int,
+    traceparent: str | None = None,
 ) -> None:
     """Write seq 0 of the response's log, then hand the request to the workers.
 
@@ -38,6 +52,7 @@ async def publish_request(
     """
     payload = encode(event)
     trace = {TRACEPARENT_HEADER: traceparent} if traceparent else {}
+    check_payload_size(payload, max_payload)
     acks = [
         await js.publish_async(
             events_subject(event.response_id), payload,

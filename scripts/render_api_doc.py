@@ -42,7 +42,8 @@ status: 400 `invalid_request_error` (validation; `param` names the field, nested
 404 (unknown model; unknown response id: `Response with id 'resp_x' not found.` with
 `type: "invalid_request_error"`, `param: "response_id"`, `code: "not_found"`; an unknown
 route: `Invalid URL (GET /v1/x)`, and 405 for a known route with another method), 413
-(body over `SPATE_MAX_BODY_BYTES`), 429 with `Retry-After`
+(`request_too_large`: a body over `SPATE_MAX_BODY_BYTES`, or a request whose event is
+over the NATS server's `max_payload`), 429 with `Retry-After`
 (too many open responses), 503 (NATS unreachable, or no live worker for the model),
 500 `server_error` only for bugs. A non-streaming request whose input the worker finds
 too long (or otherwise unusable) gets a 400 naming `input`; a streaming one gets an

@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
 
 from api.admission import Admission
 from api.body import read_request
@@ -66,6 +67,7 @@ async def create_response(
     timer = ResponseTimer(metrics, asyncio.get_running_loop().time)
     traceparent = valid_traceparent(request.headers.get(TRACEPARENT_HEADER))
     body = await read_request(request, settings.max_body_bytes)
+    check_priority(body, settings.priority_floor)
     store = stateful_store(request, body)
     body = await resolved_references(store, body, owner)
     context = await context_of(store, body, owner) if store is not None else Context()
@@ -81,17 +83,22 @@ async def create_response(
             await projector_of(request).apply(event, encode(event))
         return JSONResponse(ResponseFold().apply(event)[0]["response"])
     admission.admit()
+    events = None
     try:
         events = await journal.follow(event.response_id)
         await journal.publish_request(event, traceparent)
     except BaseException:
+        # Nothing was published: give back the slot and the subscription.
         admission.release()
+        if events is not None:
+            await events.close()
         raise
     log.info("accepted %s for %s", event.response_id, event.model,
              extra={"response_id": event.response_id, "trace_id": trace_id_of(traceparent)})
     cancel_on_disconnect = not body.background
     if body.stream:
-        return EventSourceResponse(
+        return CuttableStream(
+            event.response_id,
             sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect, timer,
                        drain),
             ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
@@ -101,6 +108,31 @@ async def create_response(
         with contextlib.suppress(StoreError, JournalUnavailable):
             await projector_of(request).catch_up(event.response_id)
     return reply
+
+
+class CuttableStream(EventSourceResponse):
+    """An SSE response whose client is cut when it takes no event for `send_timeout`
+    seconds. The cut closes the event generator (its `finally` cancels the generation and
+    frees the slot) and is logged as one line, not as an application error."""
+
+    def __init__(self, response_id: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.response_id = response_id
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            log.warning("cut the stream of %s: its client took no event for %g s",
+                        self.response_id, self.send_timeout)
+
+
+def check_priority(body: ResponsesRequest, floor: int) -> None:
+    """A 400 for a priority more urgent than this server lets clients ask for."""
+    if body.priority is not None and body.priority < floor:
+        raise APIError(400, f"Invalid value for 'priority': this server allows {floor} "
+                       "at the most urgent (lower runs first; SPATE_PRIORITY_FLOOR).",
+                       param="priority", code="invalid_value")
 
 
 def stateful_store(request: Request, body: ResponsesRequest) -> Store | None:

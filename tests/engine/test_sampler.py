@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import kernels
+from events.request_settings import MAX_TOP_K
 from workers.engine.sampler import Sampler
 from workers.engine.sampling_params import SamplingParams
 from workers.engine.sequence import Sequence
@@ -150,3 +151,17 @@ def test_logprobs_come_from_the_processed_logits_before_temperature():
     forced = make_sampler()(logits.clone(), [seqs[0]], [17]).logprobs[0]
     assert forced.token_id == 17 and forced.logprob == 0.0
     assert forced.top_logprobs[1][1] == -9999.0
+
+
+def test_the_largest_top_k_a_request_may_send_keeps_the_batch_running():
+    """top_k is capped by the request event (MAX_TOP_K), far above any vocabulary; at the
+    cap it keeps every token and the rest of the batch samples as it would alone."""
+    logits = random_logits(2, seed=5)
+    seqs = [
+        make_sequence(SamplingParams(temperature=0.0)),
+        make_sequence(SamplingParams(temperature=0.8, top_k=MAX_TOP_K, top_p=0.9, seed=1)),
+    ]
+    alone = make_sampler()(logits[1:].clone(), [make_sequence(
+        SamplingParams(temperature=0.8, top_p=0.9, seed=1))], [None]).token_ids
+    token_ids = make_sampler()(logits.clone(), seqs, [None, None]).token_ids
+    assert token_ids == [int(logits[0].argmax()), *alone]

@@ -7,7 +7,17 @@ import pytest
 from pydantic import ValidationError
 
 from events import RequestAccepted, SamplingSettings
-from events.request_settings import BUDGET_MESSAGE, FIXED_MESSAGE_ERROR, LOGIT_BIAS_LIMIT
+from events.request_settings import (
+    BUDGET_MESSAGE,
+    FIXED_MESSAGE_ERROR,
+    LOGIT_BIAS_LIMIT,
+    MAX_OUTPUT_TOKENS,
+    MAX_THINKING_TOKEN_BUDGET,
+    MAX_TOKEN_ID,
+    MAX_TOKEN_ID_ENTRIES,
+    MAX_TOP_K,
+    PRIORITY_LIMIT,
+)
 
 
 def accepted(**fields: object) -> RequestAccepted:
@@ -66,6 +76,17 @@ def test_the_event_decodes_what_it_encodes() -> None:
         ({"stop_token_ids": [-1]}, "stop_token_ids", "non-negative"),
         ({"logit_bias": {"x": 1}}, "logit_bias", "integer token ids"),
         ({"logit_bias": {"-5": 1}}, "logit_bias", "integer token ids"),
+        ({"top_k": MAX_TOP_K + 1}, "top_k", f"less than or equal to {MAX_TOP_K}"),
+        ({"top_k": 10**30}, "top_k", f"less than or equal to {MAX_TOP_K}"),
+        ({"max_output_tokens": MAX_OUTPUT_TOKENS + 1}, "max_output_tokens", "less than or equal"),
+        ({"repetition_penalty": 11}, "repetition_penalty", "less than or equal to 10"),
+        ({"temperature": float("nan")}, "temperature", "finite number"),
+        ({"top_p": float("inf")}, "top_p", "finite number"),
+        ({"seed": -(2**63) - 1}, "seed", "greater than or equal to"),
+        ({"stop_token_ids": [MAX_TOKEN_ID + 1]}, "stop_token_ids", "at most"),
+        ({"stop_token_ids": list(range(MAX_TOKEN_ID_ENTRIES + 1))}, "stop_token_ids", "at most"),
+        ({"logit_bias": {str(10**30): 1}}, "logit_bias", "at most"),
+        ({"logit_bias": {str(i): 1 for i in range(MAX_TOKEN_ID_ENTRIES + 1)}}, "logit_bias", "at most"),
     ],
 )
 def test_out_of_range_settings_name_the_field(settings: dict[str, object], field: str,
@@ -74,3 +95,25 @@ def test_out_of_range_settings_name_the_field(settings: dict[str, object], field
         SamplingSettings.model_validate(settings)
     (error,) = caught.value.errors()
     assert error["loc"][0] == field and says in error["msg"], error
+
+
+def test_the_largest_settings_are_accepted() -> None:
+    settings = SamplingSettings(top_k=MAX_TOP_K, max_output_tokens=MAX_OUTPUT_TOKENS,
+                                stop_token_ids=[MAX_TOKEN_ID], logit_bias={MAX_TOKEN_ID: 1})
+    assert settings.top_k == MAX_TOP_K
+    assert accepted(thinking_token_budget=MAX_THINKING_TOKEN_BUDGET).thinking_token_budget == (
+        MAX_THINKING_TOKEN_BUDGET)
+
+
+def test_a_budget_past_the_cap_names_the_cap() -> None:
+    with pytest.raises(ValidationError) as caught:
+        accepted(thinking_token_budget=MAX_THINKING_TOKEN_BUDGET + 1)
+    (error,) = caught.value.errors()
+    assert str(MAX_THINKING_TOKEN_BUDGET) in error["msg"]
+
+
+@pytest.mark.parametrize("priority", [-PRIORITY_LIMIT - 1, PRIORITY_LIMIT + 1, 10**30])
+def test_priority_is_bounded(priority: int) -> None:
+    with pytest.raises(ValidationError) as caught:
+        accepted(priority=priority)
+    assert caught.value.errors()[0]["loc"] == ("priority",)

@@ -3,11 +3,16 @@ once each, even when the live subscription missed some."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
+
 import pytest
 
+from cli.nats_server import EmbeddedNats, free_port
 from events import ChatMessage, GenerationStarted, RequestAccepted
 from journal import Journal
-from journal.follower import BUFFERED_EVENTS
+from journal.follower import BUFFERED_EVENTS, MAX_QUIET_CHECK_S
+from tests.journal.conftest import connect
 
 RID = "resp_eventlog"
 
@@ -60,3 +65,34 @@ async def test_a_reader_that_falls_behind_loses_nothing(journal: Journal) -> Non
     assert seen == list(range(total))
     assert await log.next(timeout=0.3) is None
     await log.close()
+
+
+async def test_a_quiet_stream_checks_the_log_less_and_less_often() -> None:
+    """A stream queued behind a busy worker stays quiet: it looks at the log for a missed
+    tail after the first quiet wait, then at doubling intervals, not after every wait
+    (counted as the messages the journal's connection sends, from the server's monitoring
+    port)."""
+    monitor = free_port()
+
+    def api_calls() -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{monitor}/connz", timeout=5) as reply:
+            return sum(int(conn["in_msgs"]) for conn in json.load(reply)["connections"]
+                       if conn.get("name") == "spate-quiet")
+
+    with EmbeddedNats(extra_args=("-m", str(monitor))) as server:
+        journal = await connect(server.url, name="spate-quiet")
+        try:
+            await journal.publish_request(event(0, "resp_quiet"))
+            log = await journal.follow("resp_quiet")
+            assert (await log.next(timeout=5)).seq == 0
+            before = api_calls()
+            waits = 0
+            while waits * 0.2 < 2 * MAX_QUIET_CHECK_S:  # 8 s of quiet, in 0.2 s waits
+                assert await log.next(timeout=0.2) is None
+                waits += 1
+            # A check after every wait would be 40 reads; doubling from 0.2 s to 4 s
+            # makes 6 or 7 (0.2, 0.4, 0.8, 1.6, 3.2, 4, ...).
+            assert api_calls() - before <= 10, api_calls() - before
+            await log.close()
+        finally:
+            await journal.close()
