@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
+import signal
 import statistics
 import sys
 import time
@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -50,6 +51,7 @@ class Cluster:
     api: SpateProcess
     ack_wait_s: float
     workers: dict[str, SpateProcess] = field(default_factory=dict)
+    dead: list[SpateProcess] = field(default_factory=list)
     started: int = 0
 
     def start_worker(self) -> SpateProcess:
@@ -62,20 +64,31 @@ class Cluster:
         self.workers[worker_id] = SpateProcess(args, env, worker_id)
         return self.workers[worker_id]
 
-    def wait_ready(self) -> None:
-        """Until every worker has advertised itself (each logs it once ready)."""
+    def ready(self) -> int:
+        """Workers up and serving (each logs it once it has advertised its model)."""
         for worker in self.workers.values():
-            ready = wait_for(lambda w=worker: "ready: serving" in w.output() or not w.alive(),
-                             MODEL_LOAD_TIMEOUT, 0.5)
-            if not ready or not worker.alive():
-                raise RuntimeError(f"{worker.name} did not start:\n{worker.output()[-4000:]}")
+            if not worker.alive():
+                raise RuntimeError(f"{worker.name} exited:\n{worker.output()[-4000:]}")
+        return sum("ready: serving" in worker.output() for worker in self.workers.values())
+
+    def wait_ready(self, count: int) -> None:
+        if not wait_for(lambda: self.ready() >= count, MODEL_LOAD_TIMEOUT, 0.5):
+            raise RuntimeError(f"fewer than {count} workers ready after {MODEL_LOAD_TIMEOUT}s")
 
     def kill(self, worker_id: str) -> None:
-        self.workers.pop(worker_id).kill()
+        worker = self.workers.pop(worker_id)
+        worker.kill()
+        self.dead.append(worker)
+
+    def takeovers(self, response_id: str) -> int:
+        """How many times a worker resumed the response (one per kill; more means a live
+        worker missed its heartbeat and lost the request: an ack wait too short)."""
+        logs = [worker.output() for worker in [*self.workers.values(), *self.dead]]
+        return sum(log.count(f"resuming {response_id} ") for log in logs)
 
 
 @contextmanager
-def cluster(ack_wait_s: float, num_workers: int = 2) -> Iterator[Cluster]:
+def cluster(ack_wait_s: float, num_workers: int) -> Iterator[Cluster]:
     with EmbeddedNats() as nats:
         port = free_port()
         env = {"SPATE_NATS_URL": nats.url, "SPATE_ACK_WAIT_S": str(ack_wait_s)}
@@ -85,7 +98,7 @@ def cluster(ack_wait_s: float, num_workers: int = 2) -> Iterator[Cluster]:
             wait_http(f"{running.base_url}/health", api, timeout=60)
             for _ in range(num_workers):
                 running.start_worker()
-            running.wait_ready()
+            running.wait_ready(num_workers)
             yield running
         finally:
             for worker in running.workers.values():
@@ -111,16 +124,14 @@ def holder_of(nats_url: str, response_id: str) -> str:
     return asyncio.run(read())
 
 
-def request_body(tokens: int, stream: bool) -> dict[str, object]:
-    # ignore_eos is not a Responses field: a prompt that asks for a long story and a
-    # max_output_tokens below its length keep the answer running to the limit.
-    return {"model": SERVED_NAME, "input": PROMPT, "temperature": 0,
-            "max_output_tokens": tokens, "stream": stream}
+def request_body(tokens: int, stream: bool, ignore_eos: bool = False) -> dict[str, object]:
+    return {"model": SERVED_NAME, "input": PROMPT, "temperature": 0, "max_output_tokens": tokens,
+            "stream": stream, "ignore_eos": ignore_eos}
 
 
 @dataclass
 class Streamed:
-    events: list[dict] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
     delta_times: list[float] = field(default_factory=list)  # perf_counter at each text delta
 
     @property
@@ -128,12 +139,14 @@ class Streamed:
         return "".join(e["delta"] for e in self.events if e["type"] == "response.output_text.delta")
 
 
-def stream(running: Cluster, tokens: int, kill_after: int | None = None) -> tuple[Streamed, float | None]:
+def stream(
+    running: Cluster, tokens: int, kill_after: int | None = None, ignore_eos: bool = False
+) -> tuple[Streamed, float | None]:
     """One streamed response; with `kill_after`, its worker is killed (and a fresh one
     started) once that many text deltas have arrived. Returns the stream and the kill time."""
     streamed, killed_at = Streamed(), None
     with httpx.stream("POST", f"{running.base_url}/v1/responses",
-                      json=request_body(tokens, True), timeout=600) as reply:
+                      json=request_body(tokens, True, ignore_eos), timeout=600) as reply:
         reply.raise_for_status()
         for line in reply.iter_lines():
             if not line.startswith("data:"):
@@ -168,6 +181,7 @@ class Trial:
     complete: bool
     contiguous: bool
     stall_s: float
+    takeovers: int
     note: str = ""
 
 
@@ -185,7 +199,8 @@ def run_trial(running: Cluster, tokens: int, kill_after: int, expected: str) -> 
     if complete and not identical:
         note = f"text differs: {streamed.text!r}"
     stall = stall_after(streamed, killed_at) if killed_at is not None else float("nan")
-    return Trial(kill_after, identical, complete, contiguous, stall, note)
+    takeovers = running.takeovers(events[0]["response"]["id"]) if events else 0
+    return Trial(kill_after, identical, complete, contiguous, stall, takeovers, note)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -200,6 +215,7 @@ def summarize(trials: list[Trial]) -> dict[str, float]:
         "identical": sum(trial.identical for trial in trials),
         "complete": sum(trial.complete for trial in trials),
         "contiguous": sum(trial.contiguous for trial in trials),
+        "single_takeover": sum(trial.takeovers == 1 for trial in trials),
         "stall_median_s": statistics.median(stalls) if stalls else float("nan"),
         "stall_p99_s": percentile(stalls, 0.99) if stalls else float("nan"),
     }
@@ -212,32 +228,44 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--ack-wait", type=float, default=2.0,
                         help="SPATE_ACK_WAIT_S: how long before a dead worker's request is redelivered")
     parser.add_argument("--seed", type=int, default=0, help="seeds the random kill points")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="workers started; a trial waits until two are ready, and a killed "
+                             "worker's replacement loads meanwhile")
     args = parser.parse_args(argv)
     pick = random.Random(args.seed)
     trials: list[Trial] = []
-    with cluster(args.ack_wait) as running:
+    if args.workers < 2:
+        parser.error("--workers must be at least 2: the kill needs a survivor to take over")
+    with cluster(args.ack_wait, args.workers) as running:
         reference, _ = stream(running, args.tokens)
         expected, num_deltas = reference.text, len(reference.delta_times)
         if num_deltas < 2:
             raise RuntimeError(f"the uninterrupted run streamed {num_deltas} text deltas")
+        reference_takeovers = running.takeovers(reference.events[0]["response"]["id"])
+        if reference_takeovers:
+            raise RuntimeError("the uninterrupted run was taken over by another worker: "
+                               "raise --ack-wait for this machine's load")
+        print(f"uninterrupted run: {num_deltas} text deltas: {expected!r}", flush=True)
         for number in range(args.trials):
-            running.wait_ready()
+            running.wait_ready(2)
             # At least one delta before the kill and one after it.
             kill_after = pick.randint(1, num_deltas - 1)
             trial = run_trial(running, args.tokens, kill_after, expected)
             trials.append(trial)
             print(f"trial {number + 1}: killed after {kill_after} deltas, "
                   f"identical={trial.identical} complete={trial.complete} "
-                  f"contiguous={trial.contiguous} stall={trial.stall_s:.2f}s {trial.note}",
+                  f"contiguous={trial.contiguous} takeovers={trial.takeovers} "
+                  f"stall={trial.stall_s:.2f}s {trial.note}",
                   flush=True)
     summary = summarize(trials)
     print(f"{summary['identical']}/{summary['trials']} identical to the uninterrupted run, "
           f"{summary['complete']} complete, {summary['contiguous']} with contiguous sequence "
-          f"numbers; stall from kill to next token: median {summary['stall_median_s']:.2f}s, "
+          f"numbers, {summary['single_takeover']} taken over exactly once; stall from kill to next token: median {summary['stall_median_s']:.2f}s, "
           f"p99 {summary['stall_p99_s']:.2f}s (ack wait {args.ack_wait}s)", flush=True)
     return summary
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    # A SIGTERM still stops the processes the run started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     main()

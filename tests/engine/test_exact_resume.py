@@ -10,9 +10,9 @@ import pytest
 from tests.engine.conftest import run_to_completion
 from workers.engine import SamplingParams
 
-TOKENS = 30
-# Points early and late, on both sides of a 16-token cache block boundary.
-RESUME_POINTS = (1, 6, 15, 16, 17, 29)
+TOKENS = 18
+# Early, midway and at the last step.
+RESUME_POINTS = (1, 9, 17)
 TOP_LOGPROBS = 20
 
 
