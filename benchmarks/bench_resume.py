@@ -8,7 +8,7 @@ prefill of prompt and emitted tokens that rebuilds the KV cache with the dead wo
 bits, then the next token. Prints, per N, the tokens the replacement resumed with (from
 its log), the stall, and the stall less the ack wait.
 
-    .venv/bin/python benchmarks/bench_resume.py [--emitted 10 1000] [--ack-wait 2]
+    .venv/bin/python benchmarks/bench_resume.py [--emitted 10 1000] [--ack-wait 5]
 """
 
 from __future__ import annotations
@@ -42,14 +42,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
                         help="text deltas streamed before the kill")
     parser.add_argument("--after", type=int, default=8,
                         help="tokens the response still has to go after the kill")
-    parser.add_argument("--ack-wait", type=float, default=2.0, help="SPATE_ACK_WAIT_S")
+    parser.add_argument("--ack-wait", type=float, default=5.0, help="SPATE_ACK_WAIT_S")
     args = parser.parse_args(argv)
     rows = []
     with cluster(args.ack_wait, 2) as running:
         for emitted in args.emitted:
             running.wait_ready(2)
             # Deltas can carry several tokens, so the limit leaves room past the kill point.
-            tokens = 2 * emitted + args.after
+            tokens = emitted + emitted // 4 + args.after
             streamed, killed_at = stream(running, tokens, kill_after=emitted, ignore_eos=True)
             if killed_at is None:
                 raise RuntimeError(f"the response ended before {emitted} text deltas")

@@ -7,7 +7,7 @@ place (so two stay up), and checks that the stream ends complete, with contiguou
 sequence numbers and exactly the text of an uninterrupted run. The stall is the time from
 the kill to the next text delta (it includes JetStream's redelivery after the ack wait).
 
-    .venv/bin/python benchmarks/chaos.py [--trials 20] [--tokens 60] [--ack-wait 2] [--seed 0]
+    .venv/bin/python benchmarks/chaos.py [--trials 20] [--tokens 40] [--ack-wait 5] [--seed 0]
 """
 
 from __future__ import annotations
@@ -224,8 +224,8 @@ def summarize(trials: list[Trial]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20)
-    parser.add_argument("--tokens", type=int, default=60, help="max_output_tokens per response")
-    parser.add_argument("--ack-wait", type=float, default=2.0,
+    parser.add_argument("--tokens", type=int, default=40, help="max_output_tokens per response")
+    parser.add_argument("--ack-wait", type=float, default=5.0,
                         help="SPATE_ACK_WAIT_S: how long before a dead worker's request is redelivered")
     parser.add_argument("--seed", type=int, default=0, help="seeds the random kill points")
     parser.add_argument("--workers", type=int, default=2,
