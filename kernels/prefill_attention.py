@@ -16,7 +16,7 @@ from kernels._launch import (
     triton,
     upcast_dot_inputs,
 )
-from kernels.paged_decode_attention import paged_decode_attention_ref
+from kernels.paged_decode_attention import attend_dense, gather_dense_kv
 from kernels.paged_tiles import paged_token_offsets
 
 # Query rows per program: whole queries times the query heads sharing one KV head.
@@ -201,10 +201,11 @@ def prefill_attention_ref(
     scale: float,
 ) -> torch.Tensor:
     """Plain-torch prefill, the CPU path's: every new query attends exactly as a decode step
-    at its position would, through `paged_decode_attention_ref` with the context ending at
-    that query. A token's bits then do not depend on whether it was prefilled in one piece,
-    after a cached prefix, or decoded one step at a time, which is what lets a replacement
-    worker rebuild a dead worker's KV cache with the same bits (docs/reliability.md)."""
+    at its position would (`paged_decode_attention_ref`'s math on the same dense fp32
+    layout, its context ending at that query). A token's bits then do not depend on whether
+    it was prefilled in one piece, after a cached prefix, or decoded one step at a time,
+    which is what lets a replacement worker rebuild a dead worker's KV cache with the same
+    bits (docs/reliability.md)."""
     out = torch.empty_like(q)
     block_size = k_cache.shape[1]
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
@@ -219,23 +220,26 @@ def prefill_attention_ref(
                 f"sequence {seq}: context length {context_len} is shorter than its "
                 f"{q_len} new tokens"
             )
-        # Decode gathers each query's keys and values on its own (fp32, k and v): bound
-        # what one batch of queries gathers, in whole cache blocks of queries.
-        bytes_per_query = 8 * num_kv_heads * head_dim * (-(-context_len // block_size) * block_size)
+        # The sequence's keys and values are gathered once; each batch of queries gets
+        # them copied out per query (decode's [B, Hk, L, D] layout), so bound that copy.
+        keys, values = gather_dense_kv(
+            k_cache, v_cache, block_tables[seq : seq + 1], context_lens[seq : seq + 1],
+            context_len,
+        )
+        bytes_per_query = 8 * num_kv_heads * head_dim * keys.shape[2]
         queries_per_batch = max(1, PREFILL_GATHER_BYTES // bytes_per_query)
-        if queries_per_batch > block_size:
-            queries_per_batch -= queries_per_batch % block_size
-        table = block_tables[seq : seq + 1]
         positions = torch.arange(
             context_len - q_len, context_len, dtype=torch.int32, device=q.device
         )
         for first in range(0, q_len, queries_per_batch):
             last = min(first + queries_per_batch, q_len)
-            out[q_start + first : q_start + last] = paged_decode_attention_ref(
+            # Decode pads a row's context to whole blocks: the same length here.
+            length = -(-int(positions[last - 1] + 1) // block_size) * block_size
+            count = last - first
+            out[q_start + first : q_start + last] = attend_dense(
                 q[q_start + first : q_start + last],
-                k_cache,
-                v_cache,
-                table.expand(last - first, -1),
+                keys[:, :, :length].expand(count, -1, -1, -1).contiguous(),
+                values[:, :, :length].expand(count, -1, -1, -1).contiguous(),
                 positions[first:last] + 1,
                 scale,
             )
