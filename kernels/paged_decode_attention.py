@@ -215,15 +215,28 @@ def paged_decode_attention_ref(
     [B, Hk, L, D] tensor; each kv head's query group then attends with two batched
     matmuls, positions past a sequence's context masked out. Math in fp32.
     """
-    batch, num_heads, head_dim = q.shape
-    num_blocks, block_size, num_kv_heads, _ = k_cache.shape
+    batch = q.shape[0]
     max_context = int(context_lens.max()) if batch > 0 else 0
     if max_context == 0:
         return torch.zeros_like(q)
+    keys, values = gather_dense_kv(k_cache, v_cache, block_tables, context_lens, max_context)
+    return attend_dense(q, keys, values, context_lens, scale)
+
+
+def gather_dense_kv(
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    max_context: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's blocks as fp32 [B, Hk, L, D], L = max_context rounded up to whole blocks."""
+    num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
+    batch = block_tables.shape[0]
     blocks_needed = -(-max_context // block_size)
     length = blocks_needed * block_size
     block_ids = block_tables[:, :blocks_needed].long()
-    block_starts = torch.arange(0, length, block_size, device=q.device)
+    block_starts = torch.arange(0, length, block_size, device=k_cache.device)
     # Table entries past a sequence's last block may hold padding: point them at block 0
     # so the gather stays in bounds; those positions are masked anyway.
     block_ids = torch.where(block_starts[None, :] < context_lens[:, None], block_ids, 0).flatten()
@@ -231,10 +244,23 @@ def paged_decode_attention_ref(
     def gather(cache: torch.Tensor) -> torch.Tensor:
         rows = cache.view(num_blocks, -1).index_select(0, block_ids)
         heads_first = rows.view(batch, length, num_kv_heads, head_dim).transpose(1, 2)
-        dense = torch.empty(heads_first.shape, dtype=torch.float32, device=q.device)
+        dense = torch.empty(heads_first.shape, dtype=torch.float32, device=cache.device)
         return dense.copy_(heads_first)
 
-    keys, values = gather(k_cache), gather(v_cache)
+    return gather(k_cache), gather(v_cache)
+
+
+def attend_dense(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """q[B, Hq, D] over contiguous fp32 keys/values [B, Hk, L, D], row b seeing its first
+    context_lens[b] positions. Each row's bits depend on its own inputs and L only."""
+    batch, num_heads, head_dim = q.shape
+    num_kv_heads, length = keys.shape[1], keys.shape[2]
     group = num_heads // num_kv_heads
     queries = q.view(batch, num_kv_heads, group, head_dim).float() * scale
     scores = torch.matmul(queries, keys.transpose(-1, -2))  # [B, Hk, G, L]

@@ -4,7 +4,6 @@ KV cache (cached prefix plus the new tokens): kernel, launcher, reference."""
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from kernels._launch import (
     FLOAT_DTYPES,
@@ -17,12 +16,15 @@ from kernels._launch import (
     triton,
     upcast_dot_inputs,
 )
+from kernels.paged_decode_attention import attend_dense, gather_dense_kv
 from kernels.paged_tiles import paged_token_offsets
 
 # Query rows per program: whole queries times the query heads sharing one KV head.
 ROWS_PER_TILE = 64
 TOKENS_PER_TILE = 64
 LOG2_E = 1.4426950408889634
+# What the reference gathers for one batch of queries at most (see prefill_attention_ref).
+PREFILL_GATHER_BYTES = 64 * 1024 * 1024
 
 
 @triton.jit
@@ -198,9 +200,15 @@ def prefill_attention_ref(
     context_lens: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
-    """Plain-torch prefill: one SDPA call per sequence over keys gathered from its blocks."""
+    """Plain-torch prefill, the CPU path's: every new query attends exactly as a decode step
+    at its position would (`paged_decode_attention_ref`'s math on the same dense fp32
+    layout, its context ending at that query). A token's bits then do not depend on whether
+    it was prefilled in one piece, after a cached prefix, or decoded one step at a time,
+    which is what lets a replacement worker rebuild a dead worker's KV cache with the same
+    bits (docs/reliability.md)."""
     out = torch.empty_like(q)
     block_size = k_cache.shape[1]
+    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     query_starts = cu_seqlens_q.tolist()
     for seq, context_len in enumerate(context_lens.tolist()):
         q_start, q_end = query_starts[seq], query_starts[seq + 1]
@@ -212,26 +220,27 @@ def prefill_attention_ref(
                 f"sequence {seq}: context length {context_len} is shorter than its "
                 f"{q_len} new tokens"
             )
-        block_ids = block_tables[seq, : -(-context_len // block_size)].long()
-        keys = k_cache[block_ids].flatten(0, 1)[:context_len].transpose(0, 1)
-        values = v_cache[block_ids].flatten(0, 1)[:context_len].transpose(0, 1)
-        queries = q[q_start:q_end].transpose(0, 1)
-        if context_len == q_len:
-            # No cached prefix: top-left causal alignment is right and SDPA's fast path applies.
-            mask, is_causal = None, True
-        else:
-            prefix_len = context_len - q_len
-            key_positions = torch.arange(context_len, device=q.device)
-            query_positions = torch.arange(q_len, device=q.device) + prefix_len
-            mask, is_causal = key_positions[None, :] <= query_positions[:, None], False
-        attended = F.scaled_dot_product_attention(
-            queries.unsqueeze(0),
-            keys.unsqueeze(0),
-            values.unsqueeze(0),
-            attn_mask=mask,
-            is_causal=is_causal,
-            scale=scale,
-            enable_gqa=True,
+        # The sequence's keys and values are gathered once; each batch of queries gets
+        # them copied out per query (decode's [B, Hk, L, D] layout), so bound that copy.
+        keys, values = gather_dense_kv(
+            k_cache, v_cache, block_tables[seq : seq + 1], context_lens[seq : seq + 1],
+            context_len,
         )
-        out[q_start:q_end] = attended[0].transpose(0, 1)
+        bytes_per_query = 8 * num_kv_heads * head_dim * keys.shape[2]
+        queries_per_batch = max(1, PREFILL_GATHER_BYTES // bytes_per_query)
+        positions = torch.arange(
+            context_len - q_len, context_len, dtype=torch.int32, device=q.device
+        )
+        for first in range(0, q_len, queries_per_batch):
+            last = min(first + queries_per_batch, q_len)
+            # Decode pads a row's context to whole blocks: the same length here.
+            length = -(-int(positions[last - 1] + 1) // block_size) * block_size
+            count = last - first
+            out[q_start + first : q_start + last] = attend_dense(
+                q[q_start + first : q_start + last],
+                keys[:, :, :length].expand(count, -1, -1, -1).contiguous(),
+                values[:, :, :length].expand(count, -1, -1, -1).contiguous(),
+                positions[first:last] + 1,
+                scale,
+            )
     return out

@@ -95,6 +95,43 @@ def test_triton_reads_strided_queries(triton_ops, make_paged_batch, assert_close
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_reference_gives_each_query_the_bits_of_a_decode_step(dtype, make_paged_batch):
+    """The CPU path's prefill is decode, one query per position: every query row equals,
+    bit for bit, a decode step at its position, and a decode step batched beside a longer
+    sequence; so one-piece prefill, a prefill after a cached prefix and token-by-token
+    decode build the same KV cache (what exact resume after a dead worker rests on)."""
+    sequences = [(40, 40), (9, 57), (1, 17)]
+    paged, q, cu_seqlens_q = make_prefill(sequences, dtype, 16, make_paged_batch)
+    args = (paged.k_cache, paged.v_cache)
+    prefilled = kernels.prefill_attention_ref(
+        q, *args, paged.block_tables, cu_seqlens_q, paged.context_lens, SCALE
+    )
+    worst = []
+    for seq, (new_tokens, total) in enumerate(sequences):
+        start = int(cu_seqlens_q[seq])
+        for offset in range(new_tokens):
+            row = start + offset
+            position = total - new_tokens + offset
+            alone = kernels.paged_decode_attention_ref(
+                q[row : row + 1], *args, paged.block_tables[seq : seq + 1],
+                torch.tensor([position + 1], dtype=torch.int32, device=DEVICE), SCALE,
+            )
+            # Beside another sequence (often a longer one: a wider padded gather).
+            other = (seq + 1) % len(sequences)
+            other_context = sequences[other][1]
+            batched = kernels.paged_decode_attention_ref(
+                torch.cat([q[row : row + 1], q[:1]]), *args,
+                paged.block_tables[[seq, other]],
+                torch.tensor([position + 1, other_context], dtype=torch.int32, device=DEVICE), SCALE,
+            )[:1]
+            for label, decoded in (("alone", alone), ("batched", batched)):
+                if not torch.equal(prefilled[row : row + 1], decoded):
+                    difference = (prefilled[row : row + 1].float() - decoded.float()).abs().max()
+                    worst.append((seq, position, label, float(difference)))
+    assert not worst, f"rows that differ from decode: {worst[:5]}"
+
+
 def test_reference_rejects_context_shorter_than_queries(make_paged_batch):
     paged, q, cu_seqlens_q = make_prefill([(7, 7)], torch.float32, 16, make_paged_batch)
     too_short = torch.tensor([5], dtype=torch.int32, device=DEVICE)

@@ -1,0 +1,80 @@
+"""A response resumed by another engine (prompt plus the tokens already emitted, prefilled
+in one piece) continues with the very bits of the uninterrupted run: the same logprobs at
+the first resumed step and the same tokens after it, greedy and seeded, fp32 and bf16.
+Also a prompt served after a cached prefix."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine.conftest import run_to_completion
+from workers.engine import SamplingParams
+
+TOKENS = 18
+# Early, midway and at the last step.
+RESUME_POINTS = (1, 9, 17)
+TOP_LOGPROBS = 20
+
+
+def logprobs_by_position(generation) -> list:
+    """Per generated token: (token id, its logprob, the top alternatives), in order."""
+    return [
+        (entry.token_id, entry.logprob, tuple(entry.top_logprobs))
+        for output in generation.outputs
+        for delta in output.deltas
+        for entry in delta.logprobs
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("sampling", ["greedy", "seeded"])
+def test_resume_gives_the_uninterrupted_bits(
+    dtype, sampling, make_engine, render_prompt, loaded_model, bf16_model
+):
+    model = loaded_model if dtype == "float32" else bf16_model
+    prompt, _ = render_prompt("Write a long story about a lighthouse keeper and the sea.")
+    temperature = 0.0 if sampling == "greedy" else 0.8
+    params = SamplingParams(
+        temperature=temperature, seed=None if sampling == "greedy" else 11,
+        max_output_tokens=TOKENS, ignore_eos=True, top_logprobs=TOP_LOGPROBS,
+    )
+    engine = make_engine(model)
+    engine.add_request("whole", prompt, params)
+    whole = run_to_completion(engine)["whole"]
+    tokens = whole.token_ids
+    assert len(tokens) == TOKENS
+    # Logprobs come with text deltas, so align them with tokens through the token ids.
+    whole_logprobs = logprobs_by_position(whole)
+    assert [entry[0] for entry in whole_logprobs] == tokens
+
+    mismatches = []
+    for emitted in RESUME_POINTS:
+        engine = make_engine(model)
+        engine.add_request("resumed", prompt, params, output_token_ids=tokens[:emitted])
+        resumed = run_to_completion(engine)["resumed"]
+        resumed_logprobs = logprobs_by_position(resumed)
+        if resumed.token_ids != tokens[emitted:]:
+            mismatches.append((emitted, "tokens", resumed.token_ids, tokens[emitted:]))
+        elif resumed_logprobs != whole_logprobs[emitted:]:
+            first = next(
+                index for index, (a, b) in enumerate(
+                    zip(resumed_logprobs, whole_logprobs[emitted:], strict=True)
+                ) if a != b
+            )
+            mismatches.append((emitted, "logprobs", first))
+    assert not mismatches, mismatches
+
+
+def test_a_cached_prefix_gives_the_bits_of_a_fresh_prefill(make_engine, render_prompt):
+    """The second request's prompt is prefilled after cached blocks (a query chunk attends
+    to a cached prefix): its logprobs equal the first, whole prefill's, bit for bit."""
+    prompt, _ = render_prompt("Write a long essay about the history of Rome. " * 4)
+    params = SamplingParams(temperature=0.0, max_output_tokens=12, ignore_eos=True,
+                            top_logprobs=TOP_LOGPROBS)
+    engine = make_engine()
+    engine.add_request("fresh", prompt, params)
+    fresh = run_to_completion(engine)["fresh"]
+    engine.add_request("cached", prompt, params)
+    cached = run_to_completion(engine)["cached"]
+    assert cached.final.num_cached_tokens > 0
+    assert logprobs_by_position(cached) == logprobs_by_position(fresh)
