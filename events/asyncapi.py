@@ -23,6 +23,7 @@ from events.subjects import (
     COUNTS_SUBJECT_PREFIX,
     EVENTS_STREAM,
     EVENTS_SUBJECT_PREFIX,
+    LEASES_SUBJECT_PREFIX,
     MODELS_BUCKET,
     REQUESTS_STREAM,
     REQUESTS_SUBJECT_PREFIX,
@@ -145,6 +146,25 @@ def asyncapi_document() -> dict[str, Any]:
                 "messages": {"cancel.requested": _ref("cancel.requested")},
                 "x-spate-stream": EVENTS_STREAM,
             },
+            "leases": {
+                "address": f"{LEASES_SUBJECT_PREFIX}.{{response_id}}",
+                "description": (
+                    f"Stream {EVENTS_STREAM}, not events: who may write the response's log now. "
+                    "One message per delivery of the request (and one before the API writes a "
+                    "worker_lost); every event a worker writes carries the headers "
+                    "`Nats-Expected-Last-Subject-Sequence` (the latest lease's stream sequence) "
+                    "and `Nats-Expected-Last-Subject-Sequence-Subject` (this subject), so "
+                    "JetStream refuses the writes of a superseded worker. Readers of the log "
+                    "skip this subject."
+                ),
+                "parameters": {"response_id": {"description": f"The response id. {TOKEN_RULE}"}},
+                "messages": {"lease": {
+                    "name": "lease",
+                    "payload": {"type": "object", "required": ["holder"],
+                                "properties": {"holder": {"type": "string"}}},
+                }},
+                "x-spate-stream": EVENTS_STREAM,
+            },
             "counts": {
                 "address": f"{COUNTS_SUBJECT_PREFIX}.{{model}}",
                 "description": (
@@ -176,6 +196,10 @@ def asyncapi_document() -> dict[str, Any]:
             "cancelResponse": {
                 "action": "send", "channel": {"$ref": "#/channels/cancels"},
                 "summary": "The API cancels a response (client gone, or POST .../cancel).",
+            },
+            "takeLease": {
+                "action": "send", "channel": {"$ref": "#/channels/leases"},
+                "summary": "A worker takes a response's log for one delivery of its request.",
             },
             "countInputTokens": {
                 "action": "send", "channel": {"$ref": "#/channels/counts"},
