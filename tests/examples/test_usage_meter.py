@@ -25,12 +25,12 @@ async def test_usage_per_model_from_the_log(nats_server: EmbeddedNats) -> None:
         ):
             response_id = f"resp_meter_{number}"
             await journal.publish_request(request(response_id, model))
-            writer = journal.writer(response_id, 1)
+            writer = journal.writer(response_id, 1, await journal.take_lease(response_id))
             await writer.publish(GenerationFinished, finish_reason="stop", usage=Usage(
                 input_tokens=3, output_tokens=output_tokens, reasoning_tokens=2))
             await writer.flush()
         await journal.publish_request(request("resp_meter_failed", "meter-b"))
-        failing = journal.writer("resp_meter_failed", 1)
+        failing = journal.writer("resp_meter_failed", 1, await journal.take_lease("resp_meter_failed"))
         await failing.publish(GenerationFailed, code="engine_error", message="boom")
         await failing.flush()
         await asyncio.sleep(1.5)

@@ -32,7 +32,7 @@ async def take(messages: AsyncIterator[TailedMessage], count: int, timeout: floa
 
 async def write_response(journal: Journal, response_id: str, model: str = "tail-model") -> None:
     await journal.publish_request(request(response_id, model))
-    writer = journal.writer(response_id, 1)
+    writer = journal.writer(response_id, 1, await journal.take_lease(response_id))
     await writer.publish(GenerationStarted, worker_id="w", input_tokens=2)
     await writer.publish(TokensGenerated, channel="text", text="hi", token_ids=(7,))
     await writer.publish(GenerationFinished, finish_reason="stop",
