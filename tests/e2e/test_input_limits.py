@@ -109,11 +109,13 @@ def test_a_client_that_stops_reading_is_cut_and_its_generation_cancelled(
 ) -> None:
     stack, _ = limits_stack
     max_tokens = 3000
-    # Logprobs with 20 alternatives make each token's event over a kilobyte, so the
-    # socket's buffers fill after some tens of tokens.
+    # The metadata (echoed by response.created and response.in_progress, never part of
+    # the prompt) fills the socket's buffers before the first token; logprobs with 20
+    # alternatives make each token's event over a kilobyte on top.
     body = json.dumps({
         "model": DEFAULT_MODEL, "input": "Count from one to ten thousand.", "stream": True,
         "max_output_tokens": max_tokens, "ignore_eos": True,
+        "metadata": {f"k{index}": "m" * 3000 for index in range(16)},  # under MAX_PAYLOAD
         "include": ["message.output_text.logprobs"], "top_logprobs": 20,
     }).encode()
     port = int(stack.base_url.rsplit(":", 1)[1])
@@ -131,8 +133,10 @@ def test_a_client_that_stops_reading_is_cut_and_its_generation_cancelled(
             assert chunk, received
             received += chunk
         response_id = match.group(1).decode()
-        # Stop reading. The send timeout cuts the stream; the cut cancels the generation.
-        events = asyncio.run(read_log_until_finished(stack.nats_url, response_id, timeout=240))
+        # Stop reading. The send timeout cuts the stream once the server's socket buffer
+        # (which the kernel grows to megabytes) is full, and the cut cancels the
+        # generation: minutes of CPU decoding on a loaded machine, hence the allowance.
+        events = asyncio.run(read_log_until_finished(stack.nats_url, response_id, timeout=480))
         finished = next(event for event in events if event.type == "generation.finished")
         assert finished.finish_reason == "cancelled", finished
         generated = sum(len(event.token_ids) for event in events
