@@ -21,6 +21,7 @@ from workers.model.host import usable_cpu_count
 from workers.settings import WorkerSettings
 
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
+WEIGHTS = ["auto", "quantized", "bf16"]
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Kept across runs, unlike the embedded NATS data: stored responses outlive a restart.
 
@@ -51,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--dtype", default=None, choices=DTYPES,
                        help="model dtype (default auto: bfloat16 where the device has native "
                        "bf16 matmuls, float32 elsewhere)")
+    serve.add_argument("--weights", default=None, choices=WEIGHTS,
+                       help="linear weights on a CPU: the GGUF file's quantized groups or dense "
+                       "bf16 (default auto: quantized when max_num_seqs is small)")
 
     api = commands.add_parser("api", help="the HTTP API alone")
     api.add_argument("--host", default=None)
@@ -65,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--dtype", default=None, choices=DTYPES,
                         help="model dtype (default auto: bfloat16 where the device has native "
                         "bf16 matmuls, float32 elsewhere)")
+    worker.add_argument("--weights", default=None, choices=WEIGHTS,
+                        help="linear weights on a CPU: the GGUF file's quantized groups or dense "
+                        "bf16 (default auto: quantized when max_num_seqs is small)")
     worker.add_argument("--max-num-seqs", type=int, default=None)
     worker.add_argument("--num-threads", type=int, default=None,
                         help="decode threads on a CPU (default: every usable core; prefill "
@@ -105,7 +112,8 @@ def run_worker(args: argparse.Namespace) -> None:
     from workers.worker import Worker
 
     settings = WorkerSettings(
-        **_overrides(args, ["model", "served_model_name", "kernels", "dtype", "max_num_seqs", "num_threads",
+        **_overrides(args, ["model", "served_model_name", "kernels", "dtype", "weights", "max_num_seqs",
+                            "num_threads",
                             "nats_url"])
     )
 
@@ -180,6 +188,8 @@ def serve_worker_command(
         command += ["--kernels", args.kernels]
     if args.dtype:
         command += ["--dtype", args.dtype]
+    if args.weights:
+        command += ["--weights", args.weights]
     if args.num_threads is not None:
         command += ["--num-threads", str(args.num_threads)]
     elif worker.num_threads is None:
