@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
                        "bf16 matmuls, float32 elsewhere)")
     serve.add_argument("--weights", default=None, choices=WEIGHTS,
                        help="linear weights on a CPU: the GGUF file's quantized groups or dense "
-                       "bf16 (default auto: quantized when max_num_seqs is small)")
+                       "bf16 (default auto: quantized when max_num_seqs is at most 4)")
 
     api = commands.add_parser("api", help="the HTTP API alone")
     api.add_argument("--host", default=None)
@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
                         "bf16 matmuls, float32 elsewhere)")
     worker.add_argument("--weights", default=None, choices=WEIGHTS,
                         help="linear weights on a CPU: the GGUF file's quantized groups or dense "
-                        "bf16 (default auto: quantized when max_num_seqs is small)")
+                        "bf16 (default auto: quantized when max_num_seqs is at most 4)")
     worker.add_argument("--max-num-seqs", type=int, default=None)
     worker.add_argument("--num-threads", type=int, default=None,
                         help="decode threads on a CPU (default: every usable core; prefill "

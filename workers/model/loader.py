@@ -147,10 +147,11 @@ def serving_dtype(device: torch.device | str) -> torch.dtype:
 
 WEIGHT_FORMATS = ("auto", "quantized", "bf16")
 # `auto` computes with quantized weights when a worker never batches more sequences than
-# this: up to here the weight-only int4 kernel beats bf16 on the CPUs measured, past it
-# bf16's oneDNN kernel wins (docs/performance.md). Fixed per worker, so a sequence's
-# tokens never depend on its batch.
-AUTO_QUANTIZED_MAX_SEQS = 16
+# this. A decode step of a few rows costs what its weights weigh, and int4 weighs under a
+# third of bf16 (which also runs every product as a 16-row block); from 8 sequences
+# oneDNN's bf16 kernel was the faster in the engine benchmark (docs/performance.md).
+# Fixed per worker, so a sequence's tokens never depend on its batch.
+AUTO_QUANTIZED_MAX_SEQS = 4
 
 
 def resolve_weights(
