@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from workers.model.group_quantized import GROUP_SIZE, GroupQuantized, concat_rows
+from workers.model.weights import FUSED_PROJECTIONS
 
 # The int4 kernel stores codes as q + 8 in 0..15 and computes (q - 8) * scale + zero.
 _INT4_OFFSET = 8
@@ -108,14 +109,6 @@ def quantized_linear(
     return Int8Linear(weight, bias, dtype)
 
 
-# Hugging Face projection -> (fused module of the model, its place among the fused rows).
-FUSED_MODULES = {
-    "q_proj": ("qkv_proj", 0),
-    "k_proj": ("qkv_proj", 1),
-    "v_proj": ("qkv_proj", 2),
-    "gate_proj": ("gate_up_proj", 0),
-    "up_proj": ("gate_up_proj", 1),
-}
 _SHARDS = {"qkv_proj": 3, "gate_up_proj": 2}
 
 
@@ -124,7 +117,7 @@ def fuse_by_module(tensors: Iterable[tuple[str, GroupQuantized]]) -> dict[str, G
     shards: dict[str, dict[int, GroupQuantized]] = {}
     for name, weight in tensors:
         path = name.removeprefix("model.").removesuffix(".weight").split(".")
-        fused = FUSED_MODULES.get(path[-1])
+        fused = FUSED_PROJECTIONS.get(path[-1])
         if fused is None:
             shards.setdefault(".".join(path), {})[0] = weight
         else:
