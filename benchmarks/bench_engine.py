@@ -2,11 +2,12 @@
 concurrent sequences (after every prefill is done), and the process's resident memory.
 
     .venv/bin/python benchmarks/bench_engine.py [--dtype bfloat16] [--concurrency 1 8 32]
-        [--llama-batched-bench PATH]
+        [--weights quantized bf16] [--rounds 3] [--llama-batched-bench PATH]
 
-With `--llama-batched-bench`, llama.cpp's batched benchmark runs right after on the same
-GGUF file, threads and concurrencies, and the figures are printed side by side: the
-baseline measured in the same run on the same machine.
+Each round measures every `--weights` format in turn and then, with
+`--llama-batched-bench`, llama.cpp's batched benchmark on the same GGUF file, threads and
+concurrencies: the baseline measured in the same run on the same machine, alternated
+round by round, and the medians are printed side by side.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ import torch  # noqa: E402
 
 from workers.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
 from workers.model import DEFAULT_MODEL, load_model, serving_dtype  # noqa: E402
-from workers.model.loader import SERVED_MODELS, served_model_path  # noqa: E402
+from workers.model.loader import (  # noqa: E402
+    SERVED_MODELS,
+    WEIGHT_FORMATS,
+    served_model_path,
+)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 TOPICS = (
@@ -48,6 +53,12 @@ def resident_memory_mib() -> tuple[float, float]:
             if key in ("VmRSS", "VmHWM"):
                 values[key] = int(rest.split()[0]) / 1024
     return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
+
+
+def model_bytes(model: torch.nn.Module) -> int:
+    """Bytes the model's parameters and buffers hold (what its weights cost resident)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return sum(tensor.nbytes for tensor in tensors)
 
 
 def prompts(loaded, count: int) -> list[list[int]]:
@@ -147,7 +158,12 @@ def parse_batched_bench(stdout: str) -> dict[int, float]:
     return rates
 
 
-def main(argv: list[str] | None = None) -> dict[int, float]:
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[int, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument(
@@ -156,9 +172,22 @@ def main(argv: list[str] | None = None) -> dict[int, float]:
         default="auto",
         help="default: what a worker serves in on this machine",
     )
+    parser.add_argument(
+        "--weights",
+        nargs="+",
+        choices=WEIGHT_FORMATS,
+        default=["auto"],
+        help="what the linears compute with; several are measured round by round",
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--steps", type=int, default=32, help="decode steps per window")
     parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="each round measures every weight format and the baseline once, in turn",
+    )
     parser.add_argument("--warmup-steps", type=int, default=8)
     parser.add_argument("--num-kv-blocks", type=int, default=512)
     parser.add_argument("--threads", type=int, default=None, help="default: every usable core")
@@ -177,60 +206,86 @@ def main(argv: list[str] | None = None) -> dict[int, float]:
     args = parser.parse_args(argv)
 
     dtype = serving_dtype("cpu") if args.dtype == "auto" else DTYPES[args.dtype]
-    loaded = load_model(args.model, dtype=dtype)
-    engine = LLMEngine(
-        loaded,
-        EngineConfig(
-            num_kv_blocks=args.num_kv_blocks,
-            max_num_seqs=max(args.concurrency),
-            num_threads=args.threads,
-        ),
-    )
-    rss, _ = resident_memory_mib()
-    print(
-        f"model {loaded.name} ({str(dtype).removeprefix('torch.')}), {torch.get_num_threads()} threads, "
-        f"{engine.model_runner.num_kv_blocks} KV blocks; RSS after load {rss:.0f} MiB"
-    )
-    measured = {}
-    prompt_lengths = []
-    for concurrency in args.concurrency:
-        prompt_ids = prompts(loaded, concurrency)
-        prompt_lengths.extend(len(ids) for ids in prompt_ids)
-        rates = sorted(
-            decode_throughput(
-                engine,
-                prompt_ids,
-                args.warmup_steps,
-                args.steps,
-                args.windows,
-                args.profile,
-            )
+    engines: dict[str, LLMEngine] = {}
+    loaded = None
+    for weights in dict.fromkeys(args.weights):
+        before, _ = resident_memory_mib()
+        loaded = load_model(
+            args.model, dtype=dtype, weights=weights, max_num_seqs=max(args.concurrency)
         )
-        median, best = rates[len(rates) // 2], rates[-1]
-        measured[concurrency] = median
-        rss, _ = resident_memory_mib()
+        after, _ = resident_memory_mib()
+        label = weights if weights != "auto" else f"auto ({loaded.weights})"
+        engines[label] = LLMEngine(
+            loaded,
+            EngineConfig(
+                num_kv_blocks=args.num_kv_blocks,
+                max_num_seqs=max(args.concurrency),
+                num_threads=args.threads,
+            ),
+        )
         print(
-            f"concurrency {concurrency:3d}: {median:8.1f} tokens/s total (median window, "
-            f"best {best:.1f}), {median / concurrency:6.1f} per sequence; RSS {rss:.0f} MiB"
+            f"model {loaded.name} ({str(dtype).removeprefix('torch.')}, weights {label}), "
+            f"{torch.get_num_threads()} threads, {engines[label].model_runner.num_kv_blocks} KV "
+            f"blocks; weights and buffers {model_bytes(loaded.model) / 2**20:.0f} MiB, "
+            f"loading it grew RSS by {after - before:.0f} MiB"
         )
+    assert loaded is not None
+    prompt_ids = {count: prompts(loaded, count) for count in args.concurrency}
+    lengths = [len(ids) for count in args.concurrency for ids in prompt_ids[count]]
+    gguf = served_model_path(args.model) if args.model in SERVED_MODELS else Path(args.model)
+    measured: dict[str, dict[int, list[float]]] = {}
+    for round_index in range(args.rounds):
+        for label, engine in engines.items():
+            for concurrency in args.concurrency:
+                rates = decode_throughput(
+                    engine,
+                    prompt_ids[concurrency],
+                    args.warmup_steps,
+                    args.steps,
+                    args.windows,
+                    args.profile,
+                )
+                measured.setdefault(label, {}).setdefault(concurrency, []).append(median(rates))
+                print(
+                    f"round {round_index + 1} {label:>16} concurrency {concurrency:3d}: "
+                    f"{median(rates):8.1f} tokens/s total (median window, best {max(rates):.1f})"
+                )
+        if args.llama_batched_bench:
+            baseline = llama_cpp_decode_rates(
+                args.llama_batched_bench,
+                gguf,
+                args.concurrency,
+                round(sum(lengths) / len(lengths)),
+                torch.get_num_threads(),
+            )
+            for concurrency in args.concurrency:
+                measured.setdefault("llama.cpp", {}).setdefault(concurrency, []).append(
+                    baseline[concurrency]
+                )
+                print(
+                    f"round {round_index + 1} {'llama.cpp':>16} concurrency {concurrency:3d}: "
+                    f"{baseline[concurrency]:8.1f} tokens/s total"
+                )
     _, peak = resident_memory_mib()
     print(f"peak RSS {peak:.0f} MiB")
-    if args.llama_batched_bench:
-        gguf = served_model_path(args.model) if args.model in SERVED_MODELS else Path(args.model)
-        baseline = llama_cpp_decode_rates(
-            args.llama_batched_bench,
-            gguf,
-            args.concurrency,
-            round(sum(prompt_lengths) / len(prompt_lengths)),
-            torch.get_num_threads(),
-        )
-        print(f"llama.cpp on {gguf.name}, {torch.get_num_threads()} threads:")
-        for concurrency in args.concurrency:
-            print(
-                f"concurrency {concurrency:3d}: {baseline[concurrency]:8.1f} tokens/s total; "
-                f"spate / llama.cpp = {measured[concurrency] / baseline[concurrency]:.2f}"
+    summary = {
+        label: {count: median(rates) for count, rates in by_count.items()}
+        for label, by_count in measured.items()
+    }
+    print(f"median of {args.rounds} round(s), decode tokens/s in total:")
+    print("| weights | " + " | ".join(str(count) for count in args.concurrency) + " |")
+    for label, by_count in summary.items():
+        cells = " | ".join(f"{by_count[count]:.1f}" for count in args.concurrency)
+        print(f"| {label} | {cells} |")
+    if "llama.cpp" in summary:
+        for label, by_count in summary.items():
+            if label == "llama.cpp":
+                continue
+            ratios = " | ".join(
+                f"{by_count[count] / summary['llama.cpp'][count]:.2f}" for count in args.concurrency
             )
-    return measured
+            print(f"| {label} / llama.cpp | {ratios} |")
+    return summary
 
 
 if __name__ == "__main__":

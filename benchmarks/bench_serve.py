@@ -1,13 +1,17 @@
 """The real model served end to end, as `make serve` runs it: `spate serve` (embedded NATS,
 one worker, the API) on this machine, with N concurrent SSE clients each streaming
-greedy tokens. Prints delivered deltas per second in total, each stream's decode rate
-and time to first token.
+greedy tokens from `/v1/responses`. Prints delivered deltas per second in total, each
+stream's decode rate and time to first token (p50, p99).
 
-It compares the worker's decode threads: `spate serve`'s default (every core but one,
-left to the API, NATS and clients) against every core; prefill uses every core in both.
-The two alternate round by round, so a drift in the machine's speed hits both alike.
+Servers compared: spate once per `--weights` setting; with `--every-core`, spate whose
+worker decodes on every core too (by default it leaves one to the API, NATS and
+clients); with `--llama-server PATH`, llama.cpp's `llama-server` serving the same GGUF
+file with the same threads (decode threads as spate's worker, every core for prompts),
+streamed by the same client on its own `/v1/responses`. The servers alternate round by
+round, so a drift in the machine's speed hits all alike.
 
     .venv/bin/python benchmarks/bench_serve.py [--streams 1 8 32] [--tokens 128] [--rounds 2]
+        [--weights auto quantized bf16] [--every-core] [--llama-server PATH]
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -29,38 +35,76 @@ sys.path.insert(0, str(ROOT))
 
 from cli.nats_server import free_port  # noqa: E402
 from workers.model.host import usable_cpu_count  # noqa: E402
+from workers.model.loader import served_model_path  # noqa: E402
 
 MODEL = "SmolLM2-135M-Instruct"
 
 
-def start_serve(port: int, num_threads: int | None) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "cli.main", "serve", "--port", str(port)]
-    if num_threads is not None:
-        command += ["--num-threads", str(num_threads)]
-    env = {key: value for key, value in os.environ.items() if key != "SPATE_NUM_THREADS"}
-    server = subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+@dataclass(frozen=True, slots=True)
+class Server:
+    """One server under test: how to start it on a port, and where it says it is ready."""
+
+    name: str
+    command: Callable[[int], list[str]]
+    ready_path: str
+
+
+def spate_server(name: str, weights: str, num_threads: int | None) -> Server:
+    def command(port: int) -> list[str]:
+        line = [sys.executable, "-m", "cli.main", "serve", "--port", str(port)]
+        line += ["--weights", weights]
+        if num_threads is not None:
+            line += ["--num-threads", str(num_threads)]
+        return line
+
+    return Server(name, command, "/ready")
+
+
+def llama_server(binary: str, gguf: Path, decode_threads: int, cores: int, slots: int,
+                 context_per_slot: int) -> Server:
+    """llama.cpp's server on the same file: one slot per concurrent stream (its batch),
+    decode threads as spate's worker, every core for prompts (as spate's prefill)."""
+
+    def command(port: int) -> list[str]:
+        return [
+            binary, "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
+            "-t", str(decode_threads), "-tb", str(cores), "-np", str(slots),
+            "-c", str(slots * context_per_slot), "--jinja",
+        ]
+
+    return Server("llama-server", command, "/health")
+
+
+def start(server: Server, port: int) -> subprocess.Popen[bytes]:
+    env = {
+        key: value for key, value in os.environ.items()
+        if key not in ("SPATE_NUM_THREADS", "SPATE_WEIGHTS")
+    }
+    process = subprocess.Popen(
+        server.command(port), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and server.poll() is None:
+    while time.monotonic() < deadline and process.poll() is None:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1).status_code == 200:
-                return server
+            reply = httpx.get(f"http://127.0.0.1:{port}{server.ready_path}", timeout=1)
+            if reply.status_code == 200:
+                return process
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
-    stop(server)
-    raise RuntimeError("spate serve did not become ready")
+    stop(process)
+    raise RuntimeError(f"{server.name} did not become ready")
 
 
-def stop(server: subprocess.Popen[bytes]) -> None:
-    if server.poll() is None:
-        server.send_signal(signal.SIGTERM)
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
     try:
-        server.wait(timeout=60)
+        process.wait(timeout=60)
     except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
+        process.kill()
+        process.wait()
 
 
 def one_stream(port: int, index: int, tokens: int) -> tuple[int, float, float]:
@@ -89,56 +133,99 @@ def one_stream(port: int, index: int, tokens: int) -> tuple[int, float, float]:
     return deltas, first - started, time.perf_counter() - first
 
 
-def measure(port: int, streams: int, tokens: int) -> tuple[float, float, float]:
-    """(deltas/s in total, median per-stream decode rate, median TTFT in ms)."""
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def measure(port: int, streams: int, tokens: int) -> tuple[float, float, float, float]:
+    """(deltas/s in total, median per-stream decode rate, TTFT p50 and p99 in ms)."""
     started = time.perf_counter()
     with ThreadPoolExecutor(streams) as pool:
         results = list(pool.map(lambda index: one_stream(port, index, tokens), range(streams)))
     elapsed = time.perf_counter() - started
     total = sum(deltas for deltas, _, _ in results) / elapsed
     decode = statistics.median((deltas - 1) / span for deltas, _, span in results if span > 0)
-    ttft = statistics.median(first for _, first, _ in results) * 1000
-    return total, decode, ttft
+    firsts = [first * 1000 for _, first, _ in results]
+    return total, decode, percentile(firsts, 0.5), percentile(firsts, 0.99)
 
 
-def main(argv: list[str] | None = None) -> dict[tuple[str, int], list[tuple[float, float, float]]]:
+Results = dict[tuple[str, int], list[tuple[float, float, float, float]]]
+
+
+def main(argv: list[str] | None = None) -> Results:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--tokens", type=int, default=128, help="tokens per stream")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--weights", nargs="+", default=["auto"], choices=["auto", "quantized", "bf16"],
+        help="one spate server per setting (`spate serve --weights`)",
+    )
+    parser.add_argument(
+        "--every-core", action="store_true",
+        help="also spate with its worker decoding on every core",
+    )
+    parser.add_argument(
+        "--llama-server", metavar="PATH",
+        help="llama.cpp's llama-server binary: serve the same GGUF file as the peer",
+    )
     args = parser.parse_args(argv)
 
     cores = usable_cpu_count()
     default_threads = max(1, cores - 1)
-    configs = {
-        f"default ({default_threads} thread{'s' if default_threads > 1 else ''})": None,
-        f"every core ({cores} thread{'s' if cores > 1 else ''})": cores,
-    }
-    results: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
+    servers = [
+        spate_server(f"spate, {weights} weights", weights, None)
+        for weights in dict.fromkeys(args.weights)
+    ]
+    if args.every_core:
+        servers.append(spate_server(f"spate, every core ({cores} threads)", args.weights[0], cores))
+    if args.llama_server:
+        servers.append(
+            llama_server(
+                args.llama_server, served_model_path(MODEL), default_threads, cores,
+                slots=max(args.streams), context_per_slot=args.tokens + 256,
+            )
+        )
+    results: Results = {}
     for _ in range(args.rounds):
-        for name, num_threads in configs.items():
+        for server in servers:
             port = free_port()
-            server = start_serve(port, num_threads)
+            process = start(server, port)
             try:
                 one_stream(port, 0, 8)  # warm up
                 for streams in args.streams:
-                    results.setdefault((name, streams), []).append(
+                    results.setdefault((server.name, streams), []).append(
                         measure(port, streams, args.tokens)
                     )
             finally:
-                stop(server)
+                stop(process)
     print(
-        f"{MODEL}, {args.tokens} tokens per stream, {cores} cores, median of {args.rounds} rounds"
+        f"{MODEL}, {args.tokens} tokens per stream, {cores} cores, spate's worker and "
+        f"llama-server decode on {default_threads} thread(s), median of {args.rounds} rounds"
     )
-    print("| worker decode threads | streams | deltas/s total | per-stream decode/s | TTFT p50 |")
-    print("|---|---|---|---|---|")
+    print("| server | streams | deltas/s total | per-stream decode/s | TTFT p50 | TTFT p99 |")
+    print("|---|---|---|---|---|---|")
     for streams in args.streams:
-        for name in configs:
-            runs = results[(name, streams)]
-            total = statistics.median(run[0] for run in runs)
-            decode = statistics.median(run[1] for run in runs)
-            ttft = statistics.median(run[2] for run in runs)
-            print(f"| {name} | {streams} | {total:.1f} | {decode:.1f} | {ttft:.0f} ms |")
+        for server in servers:
+            runs = results[(server.name, streams)]
+            total, decode, ttft, ttft_p99 = (
+                statistics.median(run[index] for run in runs) for index in range(4)
+            )
+            print(
+                f"| {server.name} | {streams} | {total:.1f} | {decode:.1f} | {ttft:.0f} ms "
+                f"| {ttft_p99:.0f} ms |"
+            )
+    if args.llama_server:
+        print("| ratio to llama-server, deltas/s in total | " + " | ".join(
+            f"{streams} streams" for streams in args.streams) + " |")
+        for server in servers[:-1]:
+            ratios = []
+            for streams in args.streams:
+                ours = statistics.median(run[0] for run in results[(server.name, streams)])
+                theirs = statistics.median(run[0] for run in results[("llama-server", streams)])
+                ratios.append(f"{ours / theirs:.2f}")
+            print(f"| {server.name} | " + " | ".join(ratios) + " |")
     return results
 
 

@@ -23,6 +23,7 @@ from workers.model.host import usable_cpu_count
 from workers.settings import WorkerSettings
 
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
+WEIGHTS = ["auto", "quantized", "bf16"]
 # Kept across runs, unlike the embedded NATS data: stored responses outlive a restart.
 
 
@@ -52,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--dtype", default=None, choices=DTYPES,
                        help="model dtype (default auto: bfloat16 where the device has native "
                        "bf16 matmuls, float32 elsewhere)")
+    serve.add_argument("--weights", default=None, choices=WEIGHTS,
+                       help="linear weights on a CPU: the GGUF file's quantized groups or dense "
+                       "bf16 (default auto: quantized when max_num_seqs is at most 4)")
 
     api = commands.add_parser("api", help="the HTTP API alone")
     api.add_argument("--host", default=None)
@@ -66,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--dtype", default=None, choices=DTYPES,
                         help="model dtype (default auto: bfloat16 where the device has native "
                         "bf16 matmuls, float32 elsewhere)")
+    worker.add_argument("--weights", default=None, choices=WEIGHTS,
+                        help="linear weights on a CPU: the GGUF file's quantized groups or dense "
+                        "bf16 (default auto: quantized when max_num_seqs is at most 4)")
     worker.add_argument("--max-num-seqs", type=int, default=None)
     worker.add_argument("--num-threads", type=int, default=None,
                         help="decode threads on a CPU (default: every usable core; prefill "
@@ -116,8 +123,8 @@ def run_worker(args: argparse.Namespace) -> None:
     from workers.worker import Worker
 
     settings = WorkerSettings(
-        **_overrides(args, ["model", "served_model_name", "kernels", "dtype", "max_num_seqs", "num_threads",
-                            "nats_url", "metrics_port"])
+        **_overrides(args, ["model", "served_model_name", "kernels", "dtype", "weights", "max_num_seqs",
+                            "num_threads", "nats_url", "metrics_port"])
     )
 
     async def main() -> None:
@@ -191,6 +198,8 @@ def serve_worker_command(
         command += ["--kernels", args.kernels]
     if args.dtype:
         command += ["--dtype", args.dtype]
+    if args.weights:
+        command += ["--weights", args.weights]
     if args.num_threads is not None:
         command += ["--num-threads", str(args.num_threads)]
     elif worker.num_threads is None:

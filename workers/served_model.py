@@ -163,7 +163,13 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = serving_dtype(device) if settings.dtype == "auto" else getattr(torch, settings.dtype)
     started = time.perf_counter()
-    loaded = load_model(settings.model, device=device, dtype=dtype)
+    loaded = load_model(
+        settings.model,
+        device=device,
+        dtype=dtype,
+        weights=settings.weights,
+        max_num_seqs=settings.max_num_seqs,
+    )
     config = EngineConfig(
         kernels=settings.kernels,
         max_num_seqs=settings.max_num_seqs,
@@ -172,8 +178,9 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
     )
     engine = LLMEngine(loaded, config)
     grammars = GrammarCompiler(loaded.tokenizer, loaded.config.vocab_size)
-    log.info("loaded %s on %s in %s (kernels: %s) on %d threads in %.1fs", loaded.name, device,
-             str(dtype).removeprefix("torch."), engine.model_runner.ops.backend,
+    log.info("loaded %s on %s in %s, %s weights (kernels: %s) on %d threads in %.1fs",
+             loaded.name, device, str(dtype).removeprefix("torch."), loaded.weights,
+             engine.model_runner.ops.backend,
              torch.get_num_threads(), time.perf_counter() - started)
     return EngineModel(
         loaded, engine, settings.served_model_name or loaded.name, settings.worker_id, grammars

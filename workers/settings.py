@@ -30,6 +30,11 @@ class WorkerSettings(JournalSettings):
     # Weights, matmul inputs and KV cache: auto is bfloat16 where the device has native
     # bf16 matmuls (a GPU, a CPU with AVX512-BF16 or AMX) and float32 elsewhere.
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    # What the linear layers compute with on a CPU: `quantized` (the GGUF file's own 4/8-bit
+    # groups, torch's weight-only int4/int8 matmuls), `bf16` (dense weights in `dtype`), or
+    # `auto`: quantized for a bf16 model whose batches stay small (max_num_seqs at most
+    # workers.model.loader.AUTO_QUANTIZED_MAX_SEQS, 4), where it is the faster; bf16 otherwise.
+    weights: Literal["auto", "quantized", "bf16"] = "auto"
     max_num_seqs: int = Field(default=64, ge=1)
     # Threads of the CPU path's decode steps (prefill uses every core); None: every usable
     # core. `spate serve` leaves one core to the API and NATS on its machine (cli/main.py).

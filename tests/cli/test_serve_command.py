@@ -82,3 +82,11 @@ def test_serve_settings_come_from_the_settings_classes(monkeypatch) -> None:
     assert (api.host, api.port) == ("0.0.0.0", 9123)
     cli = CliSettings()
     assert (cli.nats_store_dir, cli.log_level, cli.nats_url) == ("/tmp/js", "WARNING", None)
+
+
+def test_weights_setting_reaches_the_worker() -> None:
+    command = worker_command(["--weights", "quantized"], cpus=2)
+    assert command[command.index("--weights") + 1] == "quantized"
+    assert "--weights" not in worker_command([], cpus=2)
+    parsed = _parser().parse_args(["worker", "--weights", "bf16"])
+    assert parsed.weights == "bf16"

@@ -67,6 +67,16 @@ def bf16_model():
 
 
 @pytest.fixture(scope="session")
+def quantized_model():
+    """The default model computing with its GGUF file's own Q4_1 / Q8_0 weights."""
+    import torch
+
+    from workers.model import load_model
+
+    return load_model(DEFAULT_MODEL, dtype=torch.bfloat16, weights="quantized")
+
+
+@pytest.fixture(scope="session")
 def render_prompt(loaded_model):
     def render(question: str, enable_thinking: bool = False) -> tuple[list[int], bool]:
         text = loaded_model.chat_template.render(

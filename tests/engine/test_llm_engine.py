@@ -48,11 +48,19 @@ def test_bfloat16_model_still_names_paris(make_engine, render_prompt, bf16_model
     assert "Paris" in run_to_completion(engine)["bf16"].text()
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_quantized_model_still_names_paris(make_engine, render_prompt, quantized_model):
+    engine = make_engine(quantized_model)
+    prompt, _ = render_prompt("What is the capital of France?")
+    engine.add_request("quantized", prompt, greedy(12))
+    assert "Paris" in run_to_completion(engine)["quantized"].text()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "quantized"])
 def test_concurrent_greedy_requests_match_each_run_alone(
-    dtype, make_engine, render_prompt, loaded_model, bf16_model
+    dtype, make_engine, render_prompt, loaded_model, bf16_model, quantized_model
 ):
-    model = loaded_model if dtype == "float32" else bf16_model
+    models = {"float32": loaded_model, "bfloat16": bf16_model, "quantized": quantized_model}
+    model = models[dtype]
     prompts = [render_prompt(question)[0] for question in QUESTIONS]
     params = greedy(20)
     alone = [

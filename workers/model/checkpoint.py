@@ -9,9 +9,11 @@ from typing import Any
 import torch
 
 from workers.model.config import ModelConfig
+from workers.model.group_quantized import GroupQuantized
 from workers.model.tokenizer import Tokenizer
 
 NamedTensors = Iterator[tuple[str, torch.Tensor]]
+QuantizedTensors = Iterator[tuple[str, GroupQuantized]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +22,8 @@ class Checkpoint:
 
     `read_weights(dtype)` yields Hugging Face tensor names (`model.layers.0.self_attn.q_proj.weight`)
     in `dtype`, whatever the file's own naming and quantization, with a progress bar.
+    `read_quantized()`, where the file stores weights quantized (GGUF), yields those it can
+    decode exactly (`GroupQuantized`) under the same names; None for dense files.
     """
 
     name: str
@@ -31,3 +35,4 @@ class Checkpoint:
     read_weights: Callable[[torch.dtype], NamedTensors]
     # generation_config.json of a Hugging Face folder (recommended sampling values).
     generation_config: dict[str, Any] = field(default_factory=dict)
+    read_quantized: Callable[[], QuantizedTensors] | None = None

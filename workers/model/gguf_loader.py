@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from workers.model.checkpoint import Checkpoint, NamedTensors
+from workers.model.checkpoint import Checkpoint, NamedTensors, QuantizedTensors
 from workers.model.config import ModelConfig
 from workers.model.gguf_tokenizer import build_gguf_tokenizer
+from workers.model.group_quantized import SUPPORTED_TYPES, decode_blocks
 from workers.model.tokenizer import Tokenizer, chat_eos_token_ids
 
 SUPPORTED_ARCHITECTURES = ("llama", "qwen3")
@@ -118,6 +120,22 @@ def _read_tensors(
         yield name, weight.to(dtype)
 
 
+def _read_quantized(reader: gguf.GGUFReader, config: ModelConfig) -> QuantizedTensors:
+    permuted = config.architecture == "llama"
+    for tensor in reader.tensors:
+        kind = tensor.tensor_type.name
+        if kind not in SUPPORTED_TYPES:
+            continue
+        name = _hf_name(tensor.name)
+        columns, rows = (int(size) for size in tensor.shape)  # GGUF lists the fastest axis first
+        weight = decode_blocks(kind, tensor.data, rows, columns)
+        if permuted and ".self_attn.q_proj." in name:
+            weight = weight.map_rows(partial(unpermute_rope_rows, num_heads=config.num_heads))
+        elif permuted and ".self_attn.k_proj." in name:
+            weight = weight.map_rows(partial(unpermute_rope_rows, num_heads=config.num_kv_heads))
+        yield name, weight
+
+
 def read_gguf(path: Path, name: str | None = None) -> Checkpoint:
     """Parse the file's metadata now; tensors are dequantized when `read_weights` is iterated."""
     reader = gguf.GGUFReader(path)
@@ -149,4 +167,5 @@ def read_gguf(path: Path, name: str | None = None) -> Checkpoint:
         bos_token=None if config.bos_token_id is None else tokens[config.bos_token_id],
         eos_token=tokens[config.eos_token_ids[0]],
         read_weights=lambda dtype: _read_tensors(reader, config, dtype, label),
+        read_quantized=lambda: _read_quantized(reader, config),
     )

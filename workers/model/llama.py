@@ -143,7 +143,7 @@ class CausalLM(nn.Module):
             DecoderLayer(config, ops, dtype) for _ in range(config.num_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops, dtype)
-        self.lm_head: nn.Linear | None = None
+        self.lm_head: nn.Module | None = None
         # A prepacked copy of the tied embedding for the CPU path (see cpu_linear.py).
         self.tied_lm_head: nn.Module | None = None
         if not config.tie_word_embeddings:

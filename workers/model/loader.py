@@ -17,6 +17,11 @@ from workers.model.gguf_loader import read_gguf
 from workers.model.hf_loader import read_hf_directory
 from workers.model.llama import CausalLM
 from workers.model.model_profile import ModelProfile, detect_profile
+from workers.model.quantized_linear import (
+    fuse_by_module,
+    quantized_linear,
+    quantized_matmuls_available,
+)
 from workers.model.tokenizer import Tokenizer
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
@@ -54,6 +59,9 @@ class LoadedModel:
     tokenizer: Tokenizer
     chat_template: ChatTemplate
     profile: ModelProfile
+    # What the linear layers compute with: "quantized" (the file's own 4/8-bit groups)
+    # or "bf16" (dense weights in the model dtype).
+    weights: str = "bf16"
 
 
 def served_model_path(name: str) -> Path:
@@ -137,13 +145,71 @@ def serving_dtype(device: torch.device | str) -> torch.dtype:
     return torch.float32
 
 
+WEIGHT_FORMATS = ("auto", "quantized", "bf16")
+# `auto` computes with quantized weights when a worker never batches more sequences than
+# this. A decode step of a few rows costs what its weights weigh, and int4 weighs under a
+# third of bf16 (which also runs every product as a 16-row block); from 8 sequences
+# oneDNN's bf16 kernel was the faster in the engine benchmark (docs/performance.md).
+# Fixed per worker, so a sequence's tokens never depend on its batch.
+AUTO_QUANTIZED_MAX_SEQS = 4
+
+
+def resolve_weights(
+    requested: str,
+    checkpoint: Checkpoint,
+    device: torch.device,
+    dtype: torch.dtype,
+    max_num_seqs: int,
+) -> str:
+    """`quantized` or `bf16` for a `--weights` setting; `quantized` only where it can run."""
+    if requested not in WEIGHT_FORMATS:
+        raise ValueError(f"weights must be one of {WEIGHT_FORMATS}, got {requested!r}")
+    possible = checkpoint.read_quantized is not None and quantized_matmuls_available(device)
+    if requested == "quantized" and not possible:
+        where = "this device" if checkpoint.read_quantized is not None else "this checkpoint"
+        raise ValueError(
+            f"weights=quantized needs a quantized GGUF file on a CPU; {where} has none "
+            "(use weights=bf16 or auto)"
+        )
+    if requested == "auto":
+        fast = dtype == torch.bfloat16 and max_num_seqs <= AUTO_QUANTIZED_MAX_SEQS
+        return "quantized" if possible and fast else "bf16"
+    return requested
+
+
+def _use_quantized_linears(model: CausalLM, checkpoint: Checkpoint, dtype: torch.dtype) -> int:
+    """Swap each linear the file stores quantized for its quantized form; returns how many."""
+    if checkpoint.read_quantized is None:
+        return 0
+    swapped = 0
+    for module_name, weight in fuse_by_module(checkpoint.read_quantized()).items():
+        if module_name == "embed_tokens":
+            # The lookup keeps the dense table; a tied output projection reads this one.
+            if model.lm_head is None:
+                model.tied_lm_head = quantized_linear(weight, None, dtype)
+                swapped += 1
+            continue
+        parent_name, _, child_name = module_name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        dense = getattr(parent, child_name)
+        setattr(parent, child_name, quantized_linear(weight, getattr(dense, "bias", None), dtype))
+        swapped += 1
+    return swapped
+
+
 def load_model(
     spec: str | Path,
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
     backend: str = "auto",
+    weights: str = "bf16",
+    max_num_seqs: int = 64,
 ) -> LoadedModel:
-    """Read the checkpoint, build the model on `device` in `dtype`, and pick its kernels."""
+    """Read the checkpoint, build the model on `device` in `dtype`, and pick its kernels.
+
+    `weights` (see WEIGHT_FORMATS) says whether the linear layers compute with the
+    file's quantized weights; `auto` decides by `max_num_seqs`, the largest batch.
+    """
     checkpoint, served = read_checkpoint(spec)
     profile, template = _profile_and_template(checkpoint, served)
     device = torch.device(device)
@@ -154,9 +220,13 @@ def load_model(
     model = model.to_empty(device=device)
     model.load_weights(checkpoint.read_weights(dtype))
     model.requires_grad_(False).eval()
+    chosen = resolve_weights(weights, checkpoint, device, dtype, max_num_seqs)
+    if chosen == "quantized":
+        _use_quantized_linears(model, checkpoint, dtype)
+    # Linears left dense (all of them for bf16 weights) are prepacked.
     if prepacking_available(torch.device(device), dtype):
         prepack_linears(model)
-        if model.lm_head is None:
+        if model.lm_head is None and model.tied_lm_head is None:
             model.tied_lm_head = PrepackedLinear(model.embed_tokens.weight, None, batch_hint=32)
     return LoadedModel(
         name=checkpoint.name,
@@ -165,4 +235,5 @@ def load_model(
         tokenizer=checkpoint.tokenizer,
         chat_template=template,
         profile=profile,
+        weights=chosen,
     )

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from workers.model.llama import CausalLM
 
 # Checkpoint projection -> (fused parameter, shard index inside it).
-_FUSED = {
+FUSED_PROJECTIONS = {
     "q_proj": ("qkv_proj", 0),
     "k_proj": ("qkv_proj", 1),
     "v_proj": ("qkv_proj", 2),
@@ -48,7 +48,7 @@ class WeightLoader:
 
     def _load_one(self, name: str, tensor: torch.Tensor) -> None:
         parts = name.split(".")
-        fused = _FUSED.get(parts[-2]) if len(parts) >= 2 else None
+        fused = FUSED_PROJECTIONS.get(parts[-2]) if len(parts) >= 2 else None
         if fused is None:
             self._copy(name, name, 0, None, tensor)
             return

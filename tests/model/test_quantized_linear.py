@@ -1,0 +1,157 @@
+"""Quantized linears: GGUF blocks decode exactly, the int4/int8 kernels meet the
+dequantized weight, a row's bits never depend on its batch, and the default model
+computing with its own Q4_1/Q8_0 weights keeps its logits near the float32 reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+import torch
+
+from workers.model import DEFAULT_MODEL, load_model
+from workers.model.gguf_loader import read_gguf
+from workers.model.group_quantized import GroupQuantized, decode_blocks
+from workers.model.loader import AUTO_QUANTIZED_MAX_SEQS, resolve_weights, served_model_path
+from workers.model.quantized_linear import (
+    Int4Linear,
+    Int8Linear,
+    quantized_matmuls_available,
+)
+
+from .paged_runner import PagedRunner
+
+pytestmark = pytest.mark.skipif(
+    not quantized_matmuls_available(torch.device("cpu")), reason="no weight-only CPU matmuls"
+)
+FIXTURE = Path(__file__).parent / "fixtures" / "smollm2_logits.npz"
+# Against transformers in float32 on the dequantized weights (the logit fixture), over
+# logits that span about 35: dense bf16 weights stay within 0.3, quantized within 0.65
+# (bf16 scales, and the output projection's Q8_0 groups requantized to one scale a row).
+MAX_LOGIT_DIFFERENCE = 1.0
+MEAN_LOGIT_DIFFERENCE = 0.15
+
+
+def random_q4_1(rows: int, columns: int, seed: int) -> GroupQuantized:
+    generator = torch.Generator().manual_seed(seed)
+    groups = columns // 32
+    return GroupQuantized(
+        "Q4_1",
+        torch.randint(0, 16, (rows, columns), generator=generator, dtype=torch.int8),
+        torch.rand(rows, groups, generator=generator) * 0.02,
+        (torch.rand(rows, groups, generator=generator) - 0.5) * 0.2,
+    )
+
+
+def random_q8_0(rows: int, columns: int, seed: int) -> GroupQuantized:
+    generator = torch.Generator().manual_seed(seed)
+    return GroupQuantized(
+        "Q8_0",
+        torch.randint(-128, 128, (rows, columns), generator=generator, dtype=torch.int8),
+        torch.rand(rows, columns // 32, generator=generator) * 0.002,
+        None,
+    )
+
+
+def test_gguf_blocks_decode_to_what_gguf_dequantizes() -> None:
+    reader = gguf.GGUFReader(served_model_path(DEFAULT_MODEL))
+    seen = set()
+    for tensor in reader.tensors:
+        kind = tensor.tensor_type.name
+        if kind in seen or kind not in ("Q4_1", "Q8_0"):
+            continue
+        seen.add(kind)
+        columns, rows = (int(size) for size in tensor.shape)
+        decoded = decode_blocks(kind, tensor.data, rows, columns).dequantize()
+        expected = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+        assert torch.equal(decoded, torch.from_numpy(expected)), tensor.name
+    assert seen == {"Q4_1", "Q8_0"}
+
+
+def test_read_quantized_names_every_linear_of_the_default_model() -> None:
+    checkpoint = read_gguf(served_model_path(DEFAULT_MODEL))
+    assert checkpoint.read_quantized is not None
+    names = {name for name, _ in checkpoint.read_quantized()}
+    assert "model.embed_tokens.weight" in names
+    assert "model.layers.29.self_attn.k_proj.weight" in names
+    assert len(names) == 1 + 7 * checkpoint.config.num_layers
+
+
+@pytest.mark.parametrize(("rows", "columns"), [(960, 576), (576, 1536)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_int4_linear_meets_the_dequantized_weight(rows: int, columns: int, dtype) -> None:
+    weight = random_q4_1(rows, columns, seed=rows)
+    linear = Int4Linear(weight, None, dtype)
+    x = torch.randn(5, columns).to(dtype)
+    expected = x.float() @ weight.dequantize().T
+    worst = (linear(x).float() - expected).abs().max().item()
+    scale = expected.abs().max().item()
+    print(f"int4 {dtype} worst mismatch {worst:.3g} of outputs up to {scale:.3g}")
+    assert worst < scale * (0.02 if dtype == torch.bfloat16 else 1e-4)
+
+
+def test_int8_linear_meets_the_dequantized_weight() -> None:
+    weight = random_q8_0(1024, 576, seed=0)
+    linear = Int8Linear(weight, None, torch.bfloat16)
+    x = torch.randn(5, 576).bfloat16()
+    expected = x.float() @ weight.dequantize().T
+    worst = (linear(x).float() - expected).abs().max().item()
+    scale = expected.abs().max().item()
+    print(f"int8 worst mismatch {worst:.3g} of outputs up to {scale:.3g}")
+    assert worst < scale * 0.03
+
+
+@pytest.mark.parametrize("kind", ["int4", "int8"])
+def test_a_row_gives_the_same_bits_alone_and_in_any_batch(kind: str) -> None:
+    """What a sequence generates must not depend on what else is in its batch."""
+    if kind == "int4":
+        linear: torch.nn.Module = Int4Linear(random_q4_1(3072, 576, seed=1), None, torch.bfloat16)
+    else:
+        linear = Int8Linear(random_q8_0(4096, 576, seed=1), None, torch.bfloat16)
+    x = torch.randn(70, 576).bfloat16()
+    batch = linear(x)
+    for rows in (1, 2, 3, 8, 15, 16, 17, 33, 64):
+        assert torch.equal(linear(x[:rows]), batch[:rows]), rows
+
+
+@pytest.fixture(scope="module")
+def quantized_model():
+    return load_model(DEFAULT_MODEL, dtype=torch.bfloat16, weights="quantized")
+
+
+def test_quantized_model_logits_stay_near_the_float32_reference(quantized_model) -> None:
+    assert quantized_model.weights == "quantized"
+    with np.load(FIXTURE) as data:
+        fixture = {name: data[name] for name in data.files}
+    worst = mean = 0.0
+    for row, length in enumerate(fixture["lengths"]):
+        ids = fixture["token_ids"][row, :length].tolist()
+        logits = PagedRunner(quantized_model.model, 16, 8).step({"p": ids}, is_prefill=True)["p"]
+        expected = torch.from_numpy(fixture["logits"][row])
+        difference = (logits - expected).abs()
+        worst, mean = max(worst, difference.max().item()), max(mean, difference.mean().item())
+        assert int(logits.argmax()) == int(expected.argmax()), f"prompt {row}"
+    print(f"quantized: max abs logit difference {worst:.3g}, mean {mean:.3g}")
+    assert worst < MAX_LOGIT_DIFFERENCE
+    assert mean < MEAN_LOGIT_DIFFERENCE
+
+
+def test_auto_picks_quantized_only_for_small_bf16_batches_of_a_quantized_file() -> None:
+    checkpoint = read_gguf(served_model_path(DEFAULT_MODEL))
+    cpu = torch.device("cpu")
+    small, large = AUTO_QUANTIZED_MAX_SEQS, AUTO_QUANTIZED_MAX_SEQS + 1
+    assert resolve_weights("auto", checkpoint, cpu, torch.bfloat16, small) == "quantized"
+    assert resolve_weights("auto", checkpoint, cpu, torch.bfloat16, large) == "bf16"
+    assert resolve_weights("auto", checkpoint, cpu, torch.float32, small) == "bf16"
+    assert resolve_weights("quantized", checkpoint, cpu, torch.bfloat16, large) == "quantized"
+    assert resolve_weights("bf16", checkpoint, cpu, torch.bfloat16, small) == "bf16"
+    with pytest.raises(ValueError, match="weights must be one of"):
+        resolve_weights("int4", checkpoint, cpu, torch.bfloat16, small)
+
+
+def test_quantized_weights_need_a_quantized_file(tiny_llama) -> None:
+    with pytest.raises(ValueError, match="quantized GGUF"):
+        load_model(tiny_llama.directory, weights="quantized")
+    assert load_model(tiny_llama.directory, weights="auto", max_num_seqs=1).weights == "bf16"

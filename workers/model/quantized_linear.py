@@ -1,0 +1,130 @@
+"""Linear layers that compute with a GGUF file's own 4- and 8-bit weights on a CPU.
+
+Decoding one token reads every weight once, so at small batches a step costs what its
+weights weigh: 4-bit groups are about a quarter of bf16. torch's weight-only matmuls
+(`_weight_int4pack_mm_for_cpu`, `_weight_int8pack_mm`) read them as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from workers.model.group_quantized import GROUP_SIZE, GroupQuantized, concat_rows
+from workers.model.weights import FUSED_PROJECTIONS
+
+# The int4 kernel stores codes as q + 8 in 0..15 and computes (q - 8) * scale + zero.
+_INT4_OFFSET = 8
+# Column tiles the int4 packing interleaves; 8 is what the CPU kernel is tuned for.
+_INNER_K_TILES = 8
+
+
+def quantized_matmuls_available(device: torch.device) -> bool:
+    ops = torch.ops.aten
+    return (
+        device.type == "cpu"
+        and hasattr(ops, "_weight_int4pack_mm_for_cpu")
+        and hasattr(ops, "_convert_weight_to_int4pack_for_cpu")
+        and hasattr(ops, "_weight_int8pack_mm")
+    )
+
+
+class Int4Linear(nn.Module):
+    """A Q4_0 / Q4_1 weight as torch's int4 CPU kernel wants it; exact for both kinds.
+
+    Q4_1's d * q + m is (q - 8) * d + (m + 8 d), so scale d and zero m + 8 d (in the
+    activation dtype; bf16 rounds them like it rounds a dense weight). Each output row is
+    summed in one fixed order whatever the batch (tests/model/test_quantized_linear.py),
+    so unlike oneDNN's bf16 kernel it needs no fixed row blocks.
+    """
+
+    def __init__(self, weight: GroupQuantized, bias: torch.Tensor | None, dtype: torch.dtype):
+        super().__init__()
+        if weight.bits != 4:
+            raise ValueError(f"Int4Linear takes a 4-bit weight, got {weight.kind}")
+        self.out_features, self.in_features = weight.shape
+        self.dtype = dtype
+        codes = weight.codes.to(torch.int32)
+        if weight.mins is None:  # Q4_0: codes are -8..7, no min
+            codes = codes + _INT4_OFFSET
+            zeros = torch.zeros_like(weight.scales)
+        else:
+            zeros = weight.mins + _INT4_OFFSET * weight.scales
+        self.register_buffer(
+            "packed_weight",
+            torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes.contiguous(), _INNER_K_TILES),
+        )
+        # [K / 32, N, 2]: per group, per output row, (scale, zero).
+        scale_and_zero = torch.stack([weight.scales, zeros], dim=-1).transpose(0, 1)
+        self.register_buffer("scale_and_zero", scale_and_zero.to(dtype).contiguous())
+        self.register_buffer("bias", None if bias is None else bias.detach().to(dtype).clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features).to(self.dtype).contiguous()
+        out: torch.Tensor = torch.ops.aten._weight_int4pack_mm_for_cpu(
+            flat, self.packed_weight, GROUP_SIZE, self.scale_and_zero
+        )
+        bias = self.bias
+        if isinstance(bias, torch.Tensor):
+            out = out + bias
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+class Int8Linear(nn.Module):
+    """An 8-bit weight with one scale per output row, for torch's int8 CPU kernel.
+
+    Q8_0 keeps a scale per 32 columns, which this kernel cannot take, so each row is
+    quantized again to one scale (its largest magnitude over 127): the one step here that
+    is not exact, an error of at most half that scale per weight, of the order of bf16's
+    own rounding (docs/internals.md states the logit tolerance the tests hold it to).
+    """
+
+    def __init__(self, weight: GroupQuantized, bias: torch.Tensor | None, dtype: torch.dtype):
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        self.dtype = dtype
+        dense = weight.dequantize()
+        row_scales = dense.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127.0
+        codes = torch.round(dense / row_scales[:, None]).clamp(-127, 127).to(torch.int8)
+        self.register_buffer("codes", codes.contiguous())
+        self.register_buffer("row_scales", row_scales.to(dtype))
+        self.register_buffer("bias", None if bias is None else bias.detach().to(dtype).clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features).to(self.dtype).contiguous()
+        out: torch.Tensor = torch.ops.aten._weight_int8pack_mm(flat, self.codes, self.row_scales)
+        bias = self.bias
+        if isinstance(bias, torch.Tensor):
+            out = out + bias
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+def quantized_linear(
+    weight: GroupQuantized, bias: torch.Tensor | None, dtype: torch.dtype
+) -> nn.Module:
+    if weight.bits == 4:
+        return Int4Linear(weight, bias, dtype)
+    return Int8Linear(weight, bias, dtype)
+
+
+_SHARDS = {"qkv_proj": 3, "gate_up_proj": 2}
+
+
+def fuse_by_module(tensors: Iterable[tuple[str, GroupQuantized]]) -> dict[str, GroupQuantized]:
+    """Hugging Face named weights -> the model's module names, q/k/v and gate/up fused."""
+    shards: dict[str, dict[int, GroupQuantized]] = {}
+    for name, weight in tensors:
+        path = name.removeprefix("model.").removesuffix(".weight").split(".")
+        fused = FUSED_PROJECTIONS.get(path[-1])
+        if fused is None:
+            shards.setdefault(".".join(path), {})[0] = weight
+        else:
+            shards.setdefault(".".join(path[:-1] + [fused[0]]), {})[fused[1]] = weight
+    # A fused module whose shards are not all quantized (a mixed file) stays dense.
+    return {
+        module: concat_rows([parts[index] for index in sorted(parts)])
+        for module, parts in shards.items()
+        if len(parts) == _SHARDS.get(module.rpartition(".")[2], 1)
+    }
