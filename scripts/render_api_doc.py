@@ -44,7 +44,8 @@ status: 400 `invalid_request_error` (validation; `param` names the field, nested
 route: `Invalid URL (GET /v1/x)`, and 405 for a known route with another method), 413
 (`request_too_large`: a body over `SPATE_MAX_BODY_BYTES`, or a request whose event is
 over the NATS server's `max_payload`), 429 with `Retry-After`
-(too many open responses), 503 (NATS unreachable, or no live worker for the model),
+(too many open responses), 503 (NATS unreachable, or no live worker for the model, or
+`server_shutting_down` with `Retry-After` while the replica drains: docs/reliability.md),
 500 `server_error` only for bugs. A non-streaming request whose input the worker finds
 too long (or otherwise unusable) gets a 400 naming `input`; a streaming one gets an
 `error` event with that `param`, then `response.failed`.
