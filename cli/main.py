@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
                        "bf16 matmuls, float32 elsewhere)")
     serve.add_argument("--weights", default=None, choices=WEIGHTS,
                        help="linear weights on a CPU: the GGUF file's quantized groups or dense "
-                       "bf16 (default auto: quantized when max_num_seqs is at most 4)")
+                       "bf16 (default auto: bf16)")
 
     api = commands.add_parser("api", help="the HTTP API alone")
     api.add_argument("--host", default=None)
@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
                         "bf16 matmuls, float32 elsewhere)")
     worker.add_argument("--weights", default=None, choices=WEIGHTS,
                         help="linear weights on a CPU: the GGUF file's quantized groups or dense "
-                        "bf16 (default auto: quantized when max_num_seqs is at most 4)")
+                        "bf16 (default auto: bf16)")
     worker.add_argument("--max-num-seqs", type=int, default=None)
     worker.add_argument("--num-threads", type=int, default=None,
                         help="decode threads on a CPU (default: every usable core; prefill "

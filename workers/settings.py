@@ -32,8 +32,7 @@ class WorkerSettings(JournalSettings):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     # What the linear layers compute with on a CPU: `quantized` (the GGUF file's own 4/8-bit
     # groups, torch's weight-only int4/int8 matmuls), `bf16` (dense weights in `dtype`), or
-    # `auto`: quantized for a bf16 model whose batches stay small (max_num_seqs at most
-    # workers.model.loader.AUTO_QUANTIZED_MAX_SEQS, 4), where it is the faster; bf16 otherwise.
+    # `auto`: bf16 (workers.model.loader says why).
     weights: Literal["auto", "quantized", "bf16"] = "auto"
     max_num_seqs: int = Field(default=64, ge=1)
     # Threads of the CPU path's decode steps (prefill uses every core); None: every usable

@@ -146,12 +146,11 @@ def serving_dtype(device: torch.device | str) -> torch.dtype:
 
 
 WEIGHT_FORMATS = ("auto", "quantized", "bf16")
-# `auto` computes with quantized weights when a worker never batches more sequences than
-# this. A decode step of a few rows costs what its weights weigh, and int4 weighs under a
-# third of bf16 (which also runs every product as a 16-row block); from 8 sequences
-# oneDNN's bf16 kernel was the faster in the engine benchmark (docs/performance.md).
-# Fixed per worker, so a sequence's tokens never depend on its batch.
-AUTO_QUANTIZED_MAX_SEQS = 4
+# `auto` is bf16 for now. The quantized linears were not measurably faster here (level with
+# bf16 at one sequence, slower from 8; docs/performance.md), and a response resumed by
+# another worker on them does not give the uninterrupted run's tokens: the int4/int8
+# matmuls do not give a prefilled row the bits a decode step gave it, which the bf16
+# path's 16-row blocks do (docs/reliability.md). `quantized` is there to ask for.
 
 
 def resolve_weights(
@@ -172,8 +171,7 @@ def resolve_weights(
             "(use weights=bf16 or auto)"
         )
     if requested == "auto":
-        fast = dtype == torch.bfloat16 and max_num_seqs <= AUTO_QUANTIZED_MAX_SEQS
-        return "quantized" if possible and fast else "bf16"
+        return "bf16"
     return requested
 
 
