@@ -33,6 +33,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.bench_stream import wait_ready  # noqa: E402
 from benchmarks.synthetic_engine import SYNTHETIC_MODEL  # noqa: E402
 from cli.nats_server import EmbeddedNats, free_port  # noqa: E402
 from events import ResponseFold  # noqa: E402
@@ -170,18 +171,6 @@ async def lost_events(nats_url: str, streams: list[Stream]) -> tuple[int, int]:
     return sum(lost for lost, _ in results), sum(checked for _, checked in results)
 
 
-def wait_ready(url: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(url)
-
-
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -215,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                                cwd=ROOT, env=env)
         try:
             base = f"http://127.0.0.1:{port}"
-            wait_ready(f"{base}/ready")
+            wait_ready(f"{base}/ready", timeout=120)
             url = f"{base}/v1/responses"
             asyncio.run(run_streams(url, 2, 4, 0, 0, 0, args.timeout))  # warm the path
             idle_kib = rss_kib(api.pid)
