@@ -123,7 +123,7 @@ class Journal:
         return ResponseWriter(
             self.connection.require(), self._pipeline, response_id, next_seq, fenced_by,
             holder=self.connection.name, retry_for_s=self.settings.nats_outage_s,
-            on_fenced=on_fenced,
+            ack_timeout_s=self.settings.nats_timeout_s, on_fenced=on_fenced,
         )
 
     async def last_seq(self, response_id: str) -> int:

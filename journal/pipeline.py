@@ -51,6 +51,10 @@ class PublishPipeline:
         self._prefix: str | None = None
         self._subscribed_on: Any = None
 
+    @property
+    def connected(self) -> bool:
+        return self._connection.connected
+
     async def publish(
         self, subject: str, payload: bytes, headers: dict[str, str]
     ) -> asyncio.Future[dict[str, Any]]:

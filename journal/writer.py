@@ -100,20 +100,27 @@ class ResponseWriter:
     def __init__(
         self, js: Any, pipeline: PublishPipeline, response_id: str, next_seq: int,
         lease_seq: int | None, holder: str, retry_for_s: float = 30.0,
-        on_fenced: Callable[[], None] | None = None,
+        ack_timeout_s: float = 2.0, on_fenced: Callable[[], None] | None = None,
     ) -> None:
         self._holder = holder
         self._js = js
         self._pipeline = pipeline
         # How long an event that could not be persisted is retried (a NATS restart).
         self._retry_for_s = retry_for_s
+        # An ack this late counts as lost: the event is sent again (a publish buffered
+        # while NATS was away can vanish with the old socket, or meet a stream that was
+        # not loaded yet). Readers wait on the gap, so it is resent while the response
+        # goes on, not when it ends.
+        self._ack_timeout_s = ack_timeout_s
+        self._failed = False
         self.response_id = response_id
         self.next_seq = next_seq
         self.fenced = False
         self._on_fenced = on_fenced
         self._subject = events_subject(response_id)
         self._fence = fence_headers(response_id, lease_seq) if lease_seq is not None else {}
-        self._pending: list[tuple[asyncio.Future[Any], Any]] = []
+        # Each event not yet known to be persisted: its ack, itself, when it was sent.
+        self._pending: list[tuple[asyncio.Future[Any], Any, float]] = []
 
     def _headers(self, seq: int) -> dict[str, str]:
         return {"Nats-Msg-Id": event_msg_id(self.response_id, seq), **self._fence}
@@ -130,6 +137,8 @@ class ResponseWriter:
         if not future.cancelled() and (error := future.exception()) is not None:
             if is_fenced(error):
                 self._fenced()
+            else:
+                self._failed = True
 
     async def publish(self, event_type: type, **fields: Any) -> Any:
         """Publish without waiting for JetStream's ack; `flush` waits for all of them."""
@@ -139,10 +148,20 @@ class ResponseWriter:
         self.next_seq += 1
         future = await self._pipeline.publish(self._subject, encode(event), self._headers(event.seq))
         future.add_done_callback(self._check_ack)
-        self._pending.append((future, event))
-        if len(self._pending) > SETTLE_EVERY:
+        self._pending.append((future, event, asyncio.get_running_loop().time()))
+        if len(self._pending) > SETTLE_EVERY or self._resend_due():
             await self._settle(done_only=True)
         return event
+
+    def _resend_due(self) -> bool:
+        """Whether an earlier event failed, or waits for its ack past the timeout, while
+        NATS is up to take it again (during an outage the resend waits for it to return)."""
+        if not self._pipeline.connected:
+            return False
+        if self._failed:
+            return True
+        sent_at = self._pending[0][2]
+        return asyncio.get_running_loop().time() - sent_at > self._ack_timeout_s
 
     async def flush(self, timeout: float = 10.0) -> None:
         """Wait until every event so far is persisted; republish the ones that were not."""
@@ -151,13 +170,16 @@ class ResponseWriter:
     async def _settle(self, done_only: bool, timeout: float = 10.0) -> None:
         if self.fenced:
             raise self._fenced()
+        self._failed = False
         if not done_only and self._pending:
-            await asyncio.wait([future for future, _ in self._pending], timeout=timeout)
-        keep: list[tuple[asyncio.Future[Any], Any]] = []
-        for future, event in self._pending:
+            await asyncio.wait([future for future, _, _ in self._pending],
+                               timeout=min(timeout, self._ack_timeout_s))
+        overdue = asyncio.get_running_loop().time() - self._ack_timeout_s
+        keep: list[tuple[asyncio.Future[Any], Any, float]] = []
+        for future, event, sent_at in self._pending:
             if not future.done():
-                if done_only:
-                    keep.append((future, event))
+                if done_only and sent_at > overdue:
+                    keep.append((future, event, sent_at))
                     continue
                 future.cancel()
                 await self._republish(event)
