@@ -36,16 +36,16 @@ async function loadModels() {
     reply = await fetch("/v1/models", { headers: headers() });
   } catch (error) {
     $("server-status").textContent = `the server cannot be reached: ${error}`;
-    return;
+    return false;
   }
   if (reply.status === 401) {
     $("server-status").textContent = "this server needs an API key";
     $("api-key").focus();
-    return;
+    return false;
   }
   if (!reply.ok) {
     $("server-status").textContent = await errorMessage(reply);
-    return;
+    return false;
   }
   const models = (await reply.json()).data;
   select.replaceChildren(
@@ -60,6 +60,14 @@ async function loadModels() {
     ? `${models.length} model${models.length === 1 ? "" : "s"} served`
     : "no model is served right now (no live worker)";
   updateThinkingControls();
+  return models.length > 0;
+}
+
+// The list is read again every two seconds until a model is served (a worker still
+// loading its model, a server starting), then every thirty: workers come and go.
+async function watchModels() {
+  const served = await loadModels();
+  setTimeout(watchModels, served ? 30_000 : 2_000);
 }
 
 function modelReasons() {
@@ -217,7 +225,7 @@ function init() {
   $("prompt").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("send").click();
   });
-  loadModels();
+  watchModels();
 }
 
 init();

@@ -73,4 +73,3 @@ async def test_a_lease_lost_with_the_servers_data_is_taken_again() -> None:
         await journal.close()
     finally:
         server.stop()
-
