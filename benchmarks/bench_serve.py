@@ -133,18 +133,84 @@ def one_stream(port: int, index: int, tokens: int) -> tuple[int, float, float]:
     return deltas, first - started, time.perf_counter() - first
 
 
+def process_tree(root: int) -> list[int]:
+    """`root` and every process below it, from /proc (Linux)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(parents.get(pid, []))
+    return tree
+
+
+def role_of(pid: int) -> str:
+    """Which part of a server `pid` is: spate's subcommand (serve, api, worker), else the
+    program's name (nats-server, llama-server)."""
+    try:
+        argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "gone"
+    words = [word.decode(errors="replace") for word in argv if word]
+    if len(words) > 3 and words[1:3] == ["-m", "cli.main"]:
+        return words[3]
+    return Path(words[0]).name if words else "?"
+
+
+def cpu_seconds(root: int) -> dict[str, float]:
+    """CPU seconds (user + system) each part of the server under `root` has used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used: dict[str, float] = {}
+    for pid in process_tree(root):
+        try:
+            fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        role = role_of(pid)
+        used[role] = used.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return used
+
+
+def client_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def measure(port: int, streams: int, tokens: int) -> tuple[float, float, float, float]:
-    """(deltas/s in total, median per-stream decode rate, TTFT p50 and p99 in ms)."""
+def measure(
+    port: int, streams: int, tokens: int, server_pid: int | None = None,
+    cpu: dict[str, float] | None = None,
+) -> tuple[float, float, float, float]:
+    """(deltas/s in total, median per-stream decode rate, TTFT p50 and p99 in ms).
+
+    With `server_pid` and `cpu`, adds to `cpu` the CPU milliseconds per delta each part of
+    the server (and this client) spent in the run."""
+    before = cpu_seconds(server_pid) if server_pid is not None else {}
+    client_before = client_cpu_seconds()
     started = time.perf_counter()
     with ThreadPoolExecutor(streams) as pool:
         results = list(pool.map(lambda index: one_stream(port, index, tokens), range(streams)))
     elapsed = time.perf_counter() - started
-    total = sum(deltas for deltas, _, _ in results) / elapsed
+    delivered = sum(deltas for deltas, _, _ in results)
+    if server_pid is not None and cpu is not None:
+        after = cpu_seconds(server_pid)
+        after["client"] = client_cpu_seconds() - client_before
+        for role, seconds in after.items():
+            spent = seconds - before.get(role, 0.0)
+            cpu[role] = cpu.get(role, 0.0) + 1000 * spent / delivered
+    total = delivered / elapsed
     decode = statistics.median((deltas - 1) / span for deltas, _, span in results if span > 0)
     firsts = [first * 1000 for _, first, _ in results]
     return total, decode, percentile(firsts, 0.5), percentile(firsts, 0.99)
@@ -188,6 +254,8 @@ def main(argv: list[str] | None = None) -> Results:
             )
         )
     results: Results = {}
+    # CPU ms per delta of each part of each server, summed over rounds.
+    cpu: dict[tuple[str, int], dict[str, float]] = {}
     for _ in range(args.rounds):
         for server in servers:
             port = free_port()
@@ -196,7 +264,8 @@ def main(argv: list[str] | None = None) -> Results:
                 one_stream(port, 0, 8)  # warm up
                 for streams in args.streams:
                     results.setdefault((server.name, streams), []).append(
-                        measure(port, streams, args.tokens)
+                        measure(port, streams, args.tokens, process.pid,
+                                cpu.setdefault((server.name, streams), {}))
                     )
             finally:
                 stop(process)
@@ -216,6 +285,16 @@ def main(argv: list[str] | None = None) -> Results:
                 f"| {server.name} | {streams} | {total:.1f} | {decode:.1f} | {ttft:.0f} ms "
                 f"| {ttft_p99:.0f} ms |"
             )
+    print()
+    print("CPU milliseconds per delta, by process (the client is this script's streams):")
+    roles = sorted({role for used in cpu.values() for role in used if used[role] > 0.005})
+    print("| server | streams | " + " | ".join(roles) + " |")
+    print("|---|---|" + "---|" * len(roles))
+    for streams in args.streams:
+        for server in servers:
+            used = cpu[(server.name, streams)]
+            print(f"| {server.name} | {streams} | " + " | ".join(
+                f"{used.get(role, 0.0) / args.rounds:.2f}" for role in roles) + " |")
     if args.llama_server:
         print("| ratio to llama-server, deltas/s in total | " + " | ".join(
             f"{streams} streams" for streams in args.streams) + " |")
