@@ -18,6 +18,7 @@ from workers.model.loader import resolve_weights, served_model_path
 from workers.model.quantized_linear import (
     Int4Linear,
     Int8Linear,
+    quantized_linear,
     quantized_matmuls_available,
 )
 
@@ -156,3 +157,17 @@ def test_quantized_weights_need_a_quantized_file(tiny_llama) -> None:
     with pytest.raises(ValueError, match="quantized GGUF"):
         load_model(tiny_llama.directory, weights="quantized")
     assert load_model(tiny_llama.directory, weights="auto", max_num_seqs=1).weights == "bf16"
+
+
+@pytest.mark.parametrize("kind", ["int4", "int8"])
+def test_a_float32_model_gets_float32_from_the_bf16_kernels(kind: str) -> None:
+    """A float32 model (a CPU without native bf16) computes its quantized linears in
+    bfloat16, their fast path, and gets its own dtype back."""
+    if kind == "int4":
+        linear: torch.nn.Module = quantized_linear(random_q4_1(960, 576, seed=2), None)
+    else:
+        linear = quantized_linear(random_q8_0(960, 576, seed=2), None)
+    x = torch.randn(3, 576)
+    out = linear(x)
+    assert out.dtype == torch.float32
+    assert torch.equal(out, linear(x.bfloat16()).float())

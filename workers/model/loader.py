@@ -175,8 +175,9 @@ def resolve_weights(
     return requested
 
 
-def _use_quantized_linears(model: CausalLM, checkpoint: Checkpoint, dtype: torch.dtype) -> int:
-    """Swap each linear the file stores quantized for its quantized form; returns how many."""
+def _use_quantized_linears(model: CausalLM, checkpoint: Checkpoint) -> int:
+    """Swap each linear the file stores quantized for its quantized form (computing in
+    bfloat16 whatever the model's dtype: quantized_linear.COMPUTE_DTYPE); returns how many."""
     if checkpoint.read_quantized is None:
         return 0
     swapped = 0
@@ -184,13 +185,13 @@ def _use_quantized_linears(model: CausalLM, checkpoint: Checkpoint, dtype: torch
         if module_name == "embed_tokens":
             # The lookup keeps the dense table; a tied output projection reads this one.
             if model.lm_head is None:
-                model.tied_lm_head = quantized_linear(weight, None, dtype)
+                model.tied_lm_head = quantized_linear(weight, None)
                 swapped += 1
             continue
         parent_name, _, child_name = module_name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         dense = getattr(parent, child_name)
-        setattr(parent, child_name, quantized_linear(weight, getattr(dense, "bias", None), dtype))
+        setattr(parent, child_name, quantized_linear(weight, getattr(dense, "bias", None)))
         swapped += 1
     return swapped
 
@@ -220,7 +221,7 @@ def load_model(
     model.requires_grad_(False).eval()
     chosen = resolve_weights(weights, checkpoint, device, dtype, max_num_seqs)
     if chosen == "quantized":
-        _use_quantized_linears(model, checkpoint, dtype)
+        _use_quantized_linears(model, checkpoint)
     # Linears left dense (all of them for bf16 weights) are prepacked.
     if prepacking_available(torch.device(device), dtype):
         prepack_linears(model)
