@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--weights", default=None, choices=WEIGHTS,
                        help="linear weights on a CPU: the GGUF file's quantized groups or dense "
                        "bf16 (default auto: bf16)")
+    serve.add_argument("--metrics-port", type=int, default=None,
+                       help="serve the worker's Prometheus metrics on this port (default: "
+                       "none; the API's are on its own port at /metrics)")
 
     api = commands.add_parser("api", help="the HTTP API alone")
     api.add_argument("--host", default=None)
@@ -200,6 +203,8 @@ def serve_worker_command(
         command += ["--dtype", args.dtype]
     if args.weights:
         command += ["--weights", args.weights]
+    if args.metrics_port is not None:
+        command += ["--metrics-port", str(args.metrics_port)]
     if args.num_threads is not None:
         command += ["--num-threads", str(args.num_threads)]
     elif worker.num_threads is None:

@@ -39,6 +39,12 @@ def test_model_flags_reach_the_worker() -> None:
     assert command[command.index("--kernels") + 1] == "torch"
 
 
+def test_metrics_port_reaches_the_worker() -> None:
+    assert "--metrics-port" not in worker_command([], 2)
+    command = worker_command(["--metrics-port", "9464"], 2)
+    assert command[command.index("--metrics-port") + 1] == "9464"
+
+
 def serve_args(argv: list[str]) -> argparse.Namespace:
     return _parser().parse_args(["serve", *argv])
 
