@@ -1,14 +1,16 @@
 """The real model served end to end, as `make serve` runs it: `spate serve` (embedded NATS,
 one worker, the API) on this machine, with N concurrent SSE clients each streaming
 greedy tokens from `/v1/responses`. Prints delivered deltas per second in total, each
-stream's decode rate and time to first token (p50, p99).
+stream's decode rate, time to first token (p50, p99), and the CPU milliseconds each
+process (API, worker, nats-server, the clients) spent per delta.
 
 Servers compared: spate once per `--weights` setting; with `--every-core`, spate whose
 worker decodes on every core too (by default it leaves one to the API, NATS and
 clients); with `--llama-server PATH`, llama.cpp's `llama-server` serving the same GGUF
-file with the same threads (decode threads as spate's worker, every core for prompts),
-streamed by the same client on its own `/v1/responses`. The servers alternate round by
-round, so a drift in the machine's speed hits all alike.
+file with the same threads (decode threads as spate's worker, every core for batches:
+prompts and decode steps of several sequences), streamed by the same client on its own
+`/v1/responses`. The servers alternate round by round, so a drift in the machine's speed
+hits all alike.
 
     .venv/bin/python benchmarks/bench_serve.py [--streams 1 8 32] [--tokens 128] [--rounds 2]
         [--weights auto quantized bf16] [--every-core] [--llama-server PATH]
@@ -63,7 +65,8 @@ def spate_server(name: str, weights: str, num_threads: int | None) -> Server:
 def llama_server(binary: str, gguf: Path, decode_threads: int, cores: int, slots: int,
                  context_per_slot: int) -> Server:
     """llama.cpp's server on the same file: one slot per concurrent stream (its batch),
-    decode threads as spate's worker, every core for prompts (as spate's prefill)."""
+    decode threads as spate's worker, every core for batches (prompts, and decode steps
+    of several sequences)."""
 
     def command(port: int) -> list[str]:
         return [

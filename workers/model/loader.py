@@ -146,9 +146,10 @@ def serving_dtype(device: torch.device | str) -> torch.dtype:
 
 
 WEIGHT_FORMATS = ("auto", "quantized", "bf16")
-# `auto` is bf16 for now. The quantized linears were not measurably faster here (level with
-# bf16 at one sequence, slower from 8; docs/performance.md), and a response resumed by
-# another worker on them does not give the uninterrupted run's tokens: the int4/int8
+# `auto` is bf16 (dense weights in the model's dtype). The quantized linears win at few
+# sequences on some CPUs (1.6x at one sequence on an AVX2 CPU, level on one with
+# AVX512-BF16) and lose at many (0.6x at 32; docs/performance.md), and a response resumed
+# by another worker on them does not give the uninterrupted run's tokens: the int4/int8
 # matmuls do not give a prefilled row the bits a decode step gave it, which the bf16
 # path's 16-row blocks do (docs/reliability.md). `quantized` is there to ask for.
 
