@@ -147,7 +147,7 @@ def serving_dtype(device: torch.device | str) -> torch.dtype:
 
 WEIGHT_FORMATS = ("auto", "quantized", "bf16")
 # `auto` is bf16 (dense weights in the model's dtype). The quantized linears win at few
-# sequences on some CPUs (1.6x at one sequence on an AVX2 CPU, level on one with
+# sequences on some CPUs (1.5x at one sequence on an AVX2 CPU, level on one with
 # AVX512-BF16) and lose at many (0.6x at 32; docs/performance.md), and a response resumed
 # by another worker on them does not give the uninterrupted run's tokens: the int4/int8
 # matmuls do not give a prefilled row the bits a decode step gave it, which the bf16
