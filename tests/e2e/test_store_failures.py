@@ -68,6 +68,15 @@ def stream_events(reply: httpx.Response) -> Iterator[dict]:
             yield json.loads(line[5:])
 
 
+def projection_lag(base_url: str) -> float:
+    """The API's `spate_store_projection_lag_events`, read from its /metrics."""
+    text = httpx.get(f"{base_url}/metrics", timeout=30).text
+    for line in text.splitlines():
+        if line.startswith("spate_store_projection_lag_events "):
+            return float(line.split()[1])
+    raise AssertionError("no spate_store_projection_lag_events in /metrics")
+
+
 def test_redis_down_mid_stream(store_api: str, redis_server: RestartableRedis) -> None:
     body = {"model": DEFAULT_MODEL, "input": "Write a long story about a lighthouse.",
             "max_output_tokens": 96, "ignore_eos": True, "temperature": 0, "stream": True}
@@ -94,8 +103,11 @@ def test_redis_down_mid_stream(store_api: str, redis_server: RestartableRedis) -
             assert stateless.json()["status"] in ("completed", "incomplete")
             # The stream goes on untouched to its end.
             events.extend(stream)
+            # Its events wait in the log for the projection, and the metric says so.
+            lag_while_down = projection_lag(store_api)
         finally:
             redis_server.restart()
+    assert lag_while_down > 0
 
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert events[-1]["type"] in ("response.completed", "response.incomplete")
@@ -118,6 +130,11 @@ def test_redis_down_mid_stream(store_api: str, redis_server: RestartableRedis) -
         for part in item["content"] if part["type"] == "output_text")
     assert stored_text == streamed_text
     assert stored["status"] == events[-1]["response"]["status"]
+    # Caught up, the projection's lag is back to nothing.
+    deadline = time.monotonic() + CATCH_UP_S
+    while projection_lag(store_api) > 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert projection_lag(store_api) == 0
 
 
 def test_redis_refusing_is_a_503(store_api: str, redis_server: RestartableRedis) -> None:
