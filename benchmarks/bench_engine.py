@@ -210,9 +210,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, float]]:
     loaded = None
     for weights in dict.fromkeys(args.weights):
         before, _ = resident_memory_mib()
-        loaded = load_model(
-            args.model, dtype=dtype, weights=weights, max_num_seqs=max(args.concurrency)
-        )
+        loaded = load_model(args.model, dtype=dtype, weights=weights)
         after, _ = resident_memory_mib()
         label = weights if weights != "auto" else f"auto ({loaded.weights})"
         engines[label] = LLMEngine(

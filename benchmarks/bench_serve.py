@@ -136,23 +136,20 @@ def one_stream(port: int, index: int, tokens: int) -> tuple[int, float, float]:
     return deltas, first - started, time.perf_counter() - first
 
 
-def process_tree(root: int) -> list[int]:
-    """`root` and every process below it, from /proc (Linux)."""
-    parents: dict[int, list[int]] = {}
+def proc_stats() -> dict[int, tuple[int, float]]:
+    """Every process's parent and CPU seconds used so far (user + system), from one pass
+    over /proc (Linux)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
+        try:  # the fields after the command name: state, ppid, ... utime (12th), stime
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        parents.setdefault(int(fields[1]), []).append(int(entry.name))
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(parents.get(pid, []))
-    return tree
+        stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    return stats
 
 
 def role_of(pid: int) -> str:
@@ -169,16 +166,20 @@ def role_of(pid: int) -> str:
 
 
 def cpu_seconds(root: int) -> dict[str, float]:
-    """CPU seconds (user + system) each part of the server under `root` has used so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
+    """CPU seconds each part of the server under `root` (itself and every process below
+    it) has used so far."""
+    stats = proc_stats()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in stats.items():
+        children.setdefault(parent, []).append(pid)
     used: dict[str, float] = {}
-    for pid in process_tree(root):
-        try:
-            fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        role = role_of(pid)
-        used[role] = used.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        if pid in stats:
+            role = role_of(pid)
+            used[role] = used.get(role, 0.0) + stats[pid][1]
     return used
 
 

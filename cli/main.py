@@ -54,8 +54,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="model dtype (default auto: bfloat16 where the device has native "
                        "bf16 matmuls, float32 elsewhere)")
     serve.add_argument("--weights", default=None, choices=WEIGHTS,
-                       help="linear weights on a CPU: the GGUF file's quantized groups or dense "
-                       "bf16 (default auto: bf16)")
+                       help="linear weights on a CPU: the GGUF file's quantized groups, or bf16: "
+                       "dense in the model's dtype (default auto: bf16)")
     serve.add_argument("--metrics-port", type=int, default=None,
                        help="serve the worker's Prometheus metrics on this port (default: "
                        "none; the API's are on its own port at /metrics)")
@@ -74,8 +74,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="model dtype (default auto: bfloat16 where the device has native "
                         "bf16 matmuls, float32 elsewhere)")
     worker.add_argument("--weights", default=None, choices=WEIGHTS,
-                        help="linear weights on a CPU: the GGUF file's quantized groups or dense "
-                        "bf16 (default auto: bf16)")
+                        help="linear weights on a CPU: the GGUF file's quantized groups, or bf16: "
+                        "dense in the model's dtype (default auto: bf16)")
     worker.add_argument("--max-num-seqs", type=int, default=None)
     worker.add_argument("--num-threads", type=int, default=None,
                         help="decode threads on a CPU (default: every usable core; prefill "

@@ -148,20 +148,18 @@ class ResponseWriter:
         self.next_seq += 1
         future = await self._pipeline.publish(self._subject, encode(event), self._headers(event.seq))
         future.add_done_callback(self._check_ack)
-        self._pending.append((future, event, asyncio.get_running_loop().time()))
-        if len(self._pending) > SETTLE_EVERY or self._resend_due():
+        now = asyncio.get_running_loop().time()
+        self._pending.append((future, event, now))
+        if len(self._pending) > SETTLE_EVERY or self._resend_due(now):
             await self._settle(done_only=True)
         return event
 
-    def _resend_due(self) -> bool:
+    def _resend_due(self, now: float) -> bool:
         """Whether an earlier event failed, or waits for its ack past the timeout, while
-        NATS is up to take it again (during an outage the resend waits for it to return)."""
-        if not self._pipeline.connected:
-            return False
-        if self._failed:
-            return True
-        sent_at = self._pending[0][2]
-        return asyncio.get_running_loop().time() - sent_at > self._ack_timeout_s
+        NATS is up to take it again (during an outage the resend waits for it to return).
+        Per token: the usual answer, no, costs two comparisons."""
+        overdue = self._failed or now - self._pending[0][2] > self._ack_timeout_s
+        return overdue and self._pipeline.connected
 
     async def flush(self, timeout: float = 10.0) -> None:
         """Wait until every event so far is persisted; republish the ones that were not."""

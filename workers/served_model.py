@@ -168,7 +168,6 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
         device=device,
         dtype=dtype,
         weights=settings.weights,
-        max_num_seqs=settings.max_num_seqs,
     )
     config = EngineConfig(
         kernels=settings.kernels,

@@ -140,23 +140,21 @@ def test_quantized_model_logits_stay_near_the_float32_reference(quantized_model)
 
 
 def test_auto_is_bf16_and_quantized_is_asked_for() -> None:
-    """`auto` keeps bf16 (exact resume; quantized was not the faster here); quantized
+    """`auto` keeps bf16 (exact resume; quantized wins only at few sequences); quantized
     runs where it is asked for and possible."""
     checkpoint = read_gguf(served_model_path(DEFAULT_MODEL))
     cpu = torch.device("cpu")
-    for max_num_seqs in (1, 4, 64):
-        assert resolve_weights("auto", checkpoint, cpu, torch.bfloat16, max_num_seqs) == "bf16"
-    assert resolve_weights("auto", checkpoint, cpu, torch.float32, 1) == "bf16"
-    assert resolve_weights("quantized", checkpoint, cpu, torch.bfloat16, 64) == "quantized"
-    assert resolve_weights("bf16", checkpoint, cpu, torch.bfloat16, 1) == "bf16"
+    assert resolve_weights("auto", checkpoint, cpu) == "bf16"
+    assert resolve_weights("quantized", checkpoint, cpu) == "quantized"
+    assert resolve_weights("bf16", checkpoint, cpu) == "bf16"
     with pytest.raises(ValueError, match="weights must be one of"):
-        resolve_weights("int4", checkpoint, cpu, torch.bfloat16, 1)
+        resolve_weights("int4", checkpoint, cpu)
 
 
 def test_quantized_weights_need_a_quantized_file(tiny_llama) -> None:
     with pytest.raises(ValueError, match="quantized GGUF"):
         load_model(tiny_llama.directory, weights="quantized")
-    assert load_model(tiny_llama.directory, weights="auto", max_num_seqs=1).weights == "bf16"
+    assert load_model(tiny_llama.directory, weights="auto").weights == "bf16"
 
 
 @pytest.mark.parametrize("kind", ["int4", "int8"])

@@ -155,11 +155,7 @@ WEIGHT_FORMATS = ("auto", "quantized", "bf16")
 
 
 def resolve_weights(
-    requested: str,
-    checkpoint: Checkpoint,
-    device: torch.device,
-    dtype: torch.dtype,
-    max_num_seqs: int,
+    requested: str, checkpoint: Checkpoint, device: torch.device
 ) -> str:
     """`quantized` or `bf16` for a `--weights` setting; `quantized` only where it can run."""
     if requested not in WEIGHT_FORMATS:
@@ -203,12 +199,11 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     backend: str = "auto",
     weights: str = "bf16",
-    max_num_seqs: int = 64,
 ) -> LoadedModel:
     """Read the checkpoint, build the model on `device` in `dtype`, and pick its kernels.
 
     `weights` (see WEIGHT_FORMATS) says whether the linear layers compute with the
-    file's quantized weights; `auto` decides by `max_num_seqs`, the largest batch.
+    file's quantized weights (`auto`: see WEIGHT_FORMATS).
     """
     checkpoint, served = read_checkpoint(spec)
     profile, template = _profile_and_template(checkpoint, served)
@@ -220,11 +215,11 @@ def load_model(
     model = model.to_empty(device=device)
     model.load_weights(checkpoint.read_weights(dtype))
     model.requires_grad_(False).eval()
-    chosen = resolve_weights(weights, checkpoint, device, dtype, max_num_seqs)
+    chosen = resolve_weights(weights, checkpoint, device)
     if chosen == "quantized":
         _use_quantized_linears(model, checkpoint)
     # Linears left dense (all of them for bf16 weights) are prepacked.
-    if prepacking_available(torch.device(device), dtype):
+    if prepacking_available(device, dtype):
         prepack_linears(model)
         if model.lm_head is None and model.tied_lm_head is None:
             model.tied_lm_head = PrepackedLinear(model.embed_tokens.weight, None, batch_hint=32)
