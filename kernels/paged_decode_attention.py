@@ -3,6 +3,8 @@ Long contexts are split across programs (flash-decoding) and merged by a second 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from kernels._launch import (
@@ -18,6 +20,7 @@ from kernels._launch import (
 )
 from kernels.context_splits import merge_context_splits, plan_context_splits
 from kernels.paged_tiles import paged_token_offsets
+from kernels.step_memo import per_step
 
 # Tokens per inner-loop tile; gathered per token through the block table, so it is
 # independent of the cache block size.
@@ -213,37 +216,85 @@ def paged_decode_attention_ref(
 
     Every sequence's blocks are gathered whole (one row copy per block) into a padded
     [B, Hk, L, D] tensor; each kv head's query group then attends with two batched
-    matmuls, positions past a sequence's context masked out. Math in fp32.
+    matmuls, positions past a sequence's context masked out. Math in fp32. The gather
+    indices and the mask depend on the step's metadata alone, so every layer of a step
+    shares one copy (`per_step`).
     """
-    batch = q.shape[0]
-    max_context = int(context_lens.max()) if batch > 0 else 0
-    if max_context == 0:
+    if q.shape[0] == 0:
         return torch.zeros_like(q)
-    keys, values = gather_dense_kv(k_cache, v_cache, block_tables, context_lens, max_context)
-    return attend_dense(q, keys, values, context_lens, scale)
+    block_size = k_cache.shape[1]
+    layout = per_step(
+        "paged_decode_attention_ref",
+        (block_tables, context_lens),
+        block_size,
+        lambda: DenseLayout.of(block_tables, context_lens, block_size),
+    )
+    if layout.length == 0:
+        return torch.zeros_like(q)
+    keys, values = gather_dense_kv(k_cache, v_cache, layout)
+    return attend_dense(q, keys, values, layout.mask, scale)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextMask:
+    """Which of a dense layout's L positions each row must not see."""
+
+    hidden: torch.Tensor  # [B, 1, 1, L] bool: True past the row's context
+    empty_rows: torch.Tensor | None  # [B, 1, 1] bool, rows with no context; None if none
+
+    @staticmethod
+    def of(context_lens: torch.Tensor, length: int) -> ContextMask:
+        positions = torch.arange(length, device=context_lens.device)
+        hidden = positions[None, :] >= context_lens[:, None]
+        empty = context_lens == 0
+        return ContextMask(
+            hidden[:, None, None, :], empty[:, None, None] if bool(empty.any()) else None
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DenseLayout:
+    """Where a batch's cached blocks go in the dense [B, Hk, L, D] layout: L is the
+    longest context rounded up to whole blocks, row b's blocks first, then padding."""
+
+    block_ids: torch.Tensor  # [B * L / block_size] int64, the cache block of each slot
+    batch: int
+    length: int
+    mask: ContextMask
+
+    @staticmethod
+    def of(
+        block_tables: torch.Tensor,
+        context_lens: torch.Tensor,
+        block_size: int,
+        max_context: int | None = None,
+    ) -> DenseLayout:
+        if max_context is None:
+            max_context = int(context_lens.max()) if context_lens.numel() else 0
+        blocks_needed = -(-max_context // block_size)
+        length = blocks_needed * block_size
+        block_ids = block_tables[:, :blocks_needed].long()
+        block_starts = torch.arange(0, length, block_size, device=block_tables.device)
+        # Table entries past a sequence's last block may hold padding: point them at
+        # block 0 so the gather stays in bounds; those positions are masked anyway.
+        block_ids = torch.where(block_starts[None, :] < context_lens[:, None], block_ids, 0)
+        return DenseLayout(
+            block_ids.flatten(),
+            block_tables.shape[0],
+            length,
+            ContextMask.of(context_lens, length),
+        )
 
 
 def gather_dense_kv(
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    context_lens: torch.Tensor,
-    max_context: int,
+    k_cache: torch.Tensor, v_cache: torch.Tensor, layout: DenseLayout
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row's blocks as fp32 [B, Hk, L, D], L = max_context rounded up to whole blocks."""
-    num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
-    batch = block_tables.shape[0]
-    blocks_needed = -(-max_context // block_size)
-    length = blocks_needed * block_size
-    block_ids = block_tables[:, :blocks_needed].long()
-    block_starts = torch.arange(0, length, block_size, device=k_cache.device)
-    # Table entries past a sequence's last block may hold padding: point them at block 0
-    # so the gather stays in bounds; those positions are masked anyway.
-    block_ids = torch.where(block_starts[None, :] < context_lens[:, None], block_ids, 0).flatten()
+    """Each row's blocks as fp32 [B, Hk, L, D], in `layout`."""
+    num_blocks, _, num_kv_heads, head_dim = k_cache.shape
 
     def gather(cache: torch.Tensor) -> torch.Tensor:
-        rows = cache.view(num_blocks, -1).index_select(0, block_ids)
-        heads_first = rows.view(batch, length, num_kv_heads, head_dim).transpose(1, 2)
+        rows = cache.view(num_blocks, -1).index_select(0, layout.block_ids)
+        heads_first = rows.view(layout.batch, layout.length, num_kv_heads, head_dim).transpose(1, 2)
         dense = torch.empty(heads_first.shape, dtype=torch.float32, device=cache.device)
         return dense.copy_(heads_first)
 
@@ -254,20 +305,19 @@ def attend_dense(
     q: torch.Tensor,
     keys: torch.Tensor,
     values: torch.Tensor,
-    context_lens: torch.Tensor,
+    mask: ContextMask,
     scale: float,
 ) -> torch.Tensor:
-    """q[B, Hq, D] over contiguous fp32 keys/values [B, Hk, L, D], row b seeing its first
-    context_lens[b] positions. Each row's bits depend on its own inputs and L only."""
+    """q[B, Hq, D] over contiguous fp32 keys/values [B, Hk, L, D], row b seeing what
+    `mask` leaves it. Each row's bits depend on its own inputs and L only."""
     batch, num_heads, head_dim = q.shape
-    num_kv_heads, length = keys.shape[1], keys.shape[2]
+    num_kv_heads = keys.shape[1]
     group = num_heads // num_kv_heads
     queries = q.view(batch, num_kv_heads, group, head_dim).float() * scale
     scores = torch.matmul(queries, keys.transpose(-1, -2))  # [B, Hk, G, L]
-    hidden = torch.arange(length, device=q.device)[None, :] >= context_lens[:, None]
-    scores.masked_fill_(hidden[:, None, None, :], float("-inf"))
+    scores.masked_fill_(mask.hidden, float("-inf"))
     out = torch.matmul(torch.softmax(scores, dim=-1), values).view(batch, num_heads, head_dim)
-    if int(context_lens.min()) == 0:
+    if mask.empty_rows is not None:
         # Rows with no context come out of softmax as NaN; give them zeros like the kernel.
-        out.masked_fill_((context_lens == 0)[:, None, None], 0.0)
+        out.masked_fill_(mask.empty_rows, 0.0)
     return out.to(q.dtype)

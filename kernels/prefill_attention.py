@@ -16,7 +16,12 @@ from kernels._launch import (
     triton,
     upcast_dot_inputs,
 )
-from kernels.paged_decode_attention import attend_dense, gather_dense_kv
+from kernels.paged_decode_attention import (
+    ContextMask,
+    DenseLayout,
+    attend_dense,
+    gather_dense_kv,
+)
 from kernels.paged_tiles import paged_token_offsets
 
 # Query rows per program: whole queries times the query heads sharing one KV head.
@@ -222,10 +227,10 @@ def prefill_attention_ref(
             )
         # The sequence's keys and values are gathered once; each batch of queries gets
         # them copied out per query (decode's [B, Hk, L, D] layout), so bound that copy.
-        keys, values = gather_dense_kv(
-            k_cache, v_cache, block_tables[seq : seq + 1], context_lens[seq : seq + 1],
-            context_len,
+        layout = DenseLayout.of(
+            block_tables[seq : seq + 1], context_lens[seq : seq + 1], block_size, context_len
         )
+        keys, values = gather_dense_kv(k_cache, v_cache, layout)
         bytes_per_query = 8 * num_kv_heads * head_dim * keys.shape[2]
         queries_per_batch = max(1, PREFILL_GATHER_BYTES // bytes_per_query)
         positions = torch.arange(
@@ -240,7 +245,7 @@ def prefill_attention_ref(
                 q[q_start + first : q_start + last],
                 keys[:, :, :length].expand(count, -1, -1, -1).contiguous(),
                 values[:, :, :length].expand(count, -1, -1, -1).contiguous(),
-                positions[first:last] + 1,
+                ContextMask.of(positions[first:last] + 1, length),
                 scale,
             )
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from kernels._launch import FLOAT_DTYPES, check_launchable, check_shape, check_tensor, tl, triton
+from kernels.step_memo import per_step
 
 
 @triton.jit
@@ -131,20 +132,33 @@ def rotary_embedding(
 def rotary_embedding_ref(
     q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor
 ) -> None:
-    """Plain-torch neox rotation of q and k in place; the math runs in fp32."""
+    """Plain-torch neox rotation of q and k in place; the math runs in fp32.
+
+    Each half is rotated as x * [cos, cos] + [second, first] * [-sin, sin]: the step's
+    two factor rows are taken from the table once and shared by every layer (`per_step`).
+    """
     half_dim = q.shape[-1] // 2
+    cos_twice, signed_sin = per_step(
+        "rotary_embedding_ref",
+        (positions, cos_sin_cache),
+        half_dim,
+        lambda: _rotation_factors(positions, cos_sin_cache, half_dim),
+    )
+    for x in (q, k):
+        if x.dtype == torch.float32:
+            swapped = torch.cat((x[..., half_dim:], x[..., :half_dim]), dim=-1)
+            x.mul_(cos_twice).addcmul_(swapped, signed_sin)
+            continue
+        wide = x.float()
+        swapped = torch.cat((wide[..., half_dim:], wide[..., :half_dim]), dim=-1)
+        x.copy_(wide.mul_(cos_twice).addcmul_(swapped, signed_sin))
+
+
+def _rotation_factors(
+    positions: torch.Tensor, cos_sin_cache: torch.Tensor, half_dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """[cos, cos] and [-sin, sin] in fp32 for each position, shaped [T, 1, D]."""
     cos_sin = cos_sin_cache.index_select(0, positions).float()
     cos = cos_sin[:, None, :half_dim]
     sin = cos_sin[:, None, half_dim:]
-    if q.dtype == torch.float32 and k.dtype == torch.float32:
-        # x * [cos, cos] + [second, first] * [-sin, sin], in place: three ops per tensor.
-        cos_twice = torch.cat((cos, cos), dim=-1)
-        signed_sin = torch.cat((-sin, sin), dim=-1)
-        for x in (q, k):
-            swapped = torch.cat((x[..., half_dim:], x[..., :half_dim]), dim=-1)
-            x.mul_(cos_twice).addcmul_(swapped, signed_sin)
-        return
-    for x in (q, k):
-        first = x[..., :half_dim].float()
-        second = x[..., half_dim:].float()
-        x.copy_(torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1))
+    return torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)

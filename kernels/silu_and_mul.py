@@ -57,4 +57,4 @@ def silu_and_mul_ref(x: torch.Tensor) -> torch.Tensor:
     gate, up = x[..., : width // 2], x[..., width // 2 :]
     if x.dtype == torch.float32:
         return F.silu(gate) * up
-    return (F.silu(gate.float()) * up.float()).to(x.dtype)
+    return F.silu(gate.float()).mul_(up).to(x.dtype)

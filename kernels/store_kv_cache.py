@@ -13,6 +13,7 @@ from kernels._launch import (
     tl,
     triton,
 )
+from kernels.step_memo import per_step
 
 
 @triton.jit
@@ -115,10 +116,20 @@ def store_kv_cache_ref(
 ) -> None:
     """Plain-torch scatter of each token's k and v to its slot; slot -1 is skipped."""
     num_slots = k_cache.shape[0] * k_cache.shape[1]
-    if slot_mapping.numel() > 0 and int(slot_mapping.min()) < 0:
-        written = slot_mapping >= 0
-        k, v, slot_mapping = k[written], v[written], slot_mapping[written]
+    # Which tokens are written is the same in every layer of a step: decided once.
+    written = per_step("store_kv_cache_ref", (slot_mapping,), None, lambda: _written(slot_mapping))
+    if written is not None:
+        rows, slot_mapping = written
+        k, v = k[rows], v[rows]
     # view (not reshape) so a cache layout that cannot be flattened fails instead of
     # silently writing into a copy.
     k_cache.view(num_slots, *k_cache.shape[2:]).index_copy_(0, slot_mapping, k.to(k_cache.dtype))
     v_cache.view(num_slots, *v_cache.shape[2:]).index_copy_(0, slot_mapping, v.to(v_cache.dtype))
+
+
+def _written(slot_mapping: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(rows to write, their slots) when some slot is -1; None when every row is written."""
+    if slot_mapping.numel() == 0 or int(slot_mapping.min()) >= 0:
+        return None
+    rows = slot_mapping >= 0
+    return rows, slot_mapping[rows]

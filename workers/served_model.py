@@ -158,16 +158,21 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
     from workers.engine.config import EngineConfig
     from workers.engine.grammar import GrammarCompiler
     from workers.engine.llm_engine import LLMEngine
-    from workers.model.loader import load_model, serving_dtype
+    from workers.model.loader import load_model, serving_dtype, serving_matmul_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = serving_dtype(device) if settings.dtype == "auto" else getattr(torch, settings.dtype)
+    if settings.dtype == "auto":
+        dtype = serving_dtype(device)
+        matmul_dtype = serving_matmul_dtype(device, dtype)
+    else:
+        dtype = matmul_dtype = getattr(torch, settings.dtype)
     started = time.perf_counter()
     loaded = load_model(
         settings.model,
         device=device,
         dtype=dtype,
         weights=settings.weights,
+        matmul_dtype=matmul_dtype,
     )
     config = EngineConfig(
         kernels=settings.kernels,
@@ -177,8 +182,11 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
     )
     engine = LLMEngine(loaded, config)
     grammars = GrammarCompiler(loaded.tokenizer, loaded.config.vocab_size)
+    precision = str(dtype).removeprefix("torch.")
+    if matmul_dtype != dtype and loaded.weights != "quantized":
+        precision += f" (linears in {str(matmul_dtype).removeprefix('torch.')})"
     log.info("loaded %s on %s in %s, %s weights (kernels: %s) on %d threads in %.1fs",
-             loaded.name, device, str(dtype).removeprefix("torch."), loaded.weights,
+             loaded.name, device, precision, loaded.weights,
              engine.model_runner.ops.backend,
              torch.get_num_threads(), time.perf_counter() - started)
     return EngineModel(

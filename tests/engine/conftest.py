@@ -58,7 +58,8 @@ def loaded_model():
 
 @pytest.fixture(scope="session")
 def bf16_model():
-    """The default model as a worker serves it where matmuls are native bf16."""
+    """The default model in bfloat16 throughout (weights, activations, KV cache), as
+    `--dtype bfloat16` serves it."""
     import torch
 
     from workers.model import load_model
@@ -67,13 +68,22 @@ def bf16_model():
 
 
 @pytest.fixture(scope="session")
-def quantized_model():
-    """The default model computing with its GGUF file's own Q4_1 / Q8_0 weights."""
-    import torch
+def served_model():
+    """The default model as a CPU worker serves it by default: float32 activations, its
+    dense linears computing in bfloat16 where the CPU has native bf16."""
+    from workers.model import load_model, serving_dtype, serving_matmul_dtype
 
+    dtype = serving_dtype("cpu")
+    return load_model(DEFAULT_MODEL, dtype=dtype, matmul_dtype=serving_matmul_dtype("cpu", dtype))
+
+
+@pytest.fixture(scope="session")
+def quantized_model():
+    """The default model computing with its GGUF file's own Q4_1 / Q8_0 weights (in
+    bfloat16 inside the matmuls, float32 between them, as a CPU worker serves it)."""
     from workers.model import load_model
 
-    return load_model(DEFAULT_MODEL, dtype=torch.bfloat16, weights="quantized")
+    return load_model(DEFAULT_MODEL, weights="quantized")
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """A response resumed by another engine (prompt plus the tokens already emitted, prefilled
 in one piece) continues with the very bits of the uninterrupted run: the same logprobs at
-the first resumed step and the same tokens after it, greedy and seeded, fp32 and bf16.
-Also a prompt served after a cached prefix."""
+the first resumed step and the same tokens after it, greedy and seeded, in fp32, in bf16
+and in the served mix (fp32 with bf16 linears). Also a prompt served after a cached prefix."""
 
 from __future__ import annotations
 
@@ -26,12 +26,12 @@ def logprobs_by_position(generation) -> list:
     ]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "served"])
 @pytest.mark.parametrize("sampling", ["greedy", "seeded"])
 def test_resume_gives_the_uninterrupted_bits(
-    dtype, sampling, make_engine, render_prompt, loaded_model, bf16_model
+    dtype, sampling, make_engine, render_prompt, loaded_model, bf16_model, served_model
 ):
-    model = loaded_model if dtype == "float32" else bf16_model
+    model = {"float32": loaded_model, "bfloat16": bf16_model, "served": served_model}[dtype]
     prompt, _ = render_prompt("Write a long story about a lighthouse keeper and the sea.")
     temperature = 0.0 if sampling == "greedy" else 0.8
     params = SamplingParams(

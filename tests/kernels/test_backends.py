@@ -36,9 +36,42 @@ def test_triton_backend_binds_the_launchers(triton_ops):
 
 
 def test_auto_picks_triton_only_with_cuda():
-    expected = "triton" if torch.cuda.is_available() else "torch"
+    expected = "triton" if torch.cuda.is_available() else kernels.cpu_backend()
     assert kernels.resolve_backend("auto") == expected
     assert kernels.get_ops("auto").backend == expected
+
+
+def test_cpu_backend_binds_the_fused_ops_and_references_for_the_rest():
+    if not kernels.cpu_ops.available():
+        pytest.skip("the fused CPU ops did not build on this machine")
+    ops = kernels.get_ops("cpu")
+    assert ops.backend == "cpu"
+    for name in OP_NAMES:
+        expected = (
+            getattr(kernels.cpu_ops, name)
+            if name in kernels.cpu_ops.FUSED
+            else getattr(kernels, f"{name}_ref")
+        )
+        assert getattr(ops, name) is expected
+
+
+def test_without_the_fused_ops_a_cpu_model_runs_the_references():
+    script = (
+        "import kernels\n"
+        "assert not kernels.cpu_ops.available()\n"
+        "assert kernels.cpu_backend() == 'torch'\n"
+        "assert kernels.get_ops('auto').backend in ('torch', 'triton')\n"
+        "try:\n"
+        "    kernels.resolve_backend('cpu')\n"
+        "except ValueError as error:\n"
+        "    print('refused:', error)\n"
+    )
+    environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT), SPATE_CPU_OPS="0")
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "refused: kernel backend 'cpu' needs its C++ ops" in result.stdout
 
 
 def test_unknown_backend_is_rejected():
@@ -59,7 +92,7 @@ def test_torch_path_works_without_triton_installed():
         "import sys; sys.modules['triton'] = None\n"
         "import torch, kernels\n"
         "ops = kernels.get_ops('auto')\n"
-        "assert ops.backend == 'torch', ops.backend\n"
+        "assert ops.backend == kernels.cpu_backend(), ops.backend\n"
         "print(ops.silu_and_mul(torch.ones(2, 4)).shape)\n"
         "try:\n"
         "    kernels.silu_and_mul(torch.ones(2, 4))\n"

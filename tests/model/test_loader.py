@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+import kernels
 from workers.model import DEFAULT_MODEL, CausalLM, load_model
 
 
 def test_loaded_model_parts(smollm2):
     assert isinstance(smollm2.model, CausalLM)
-    assert smollm2.model.ops.backend == "torch"
+    assert smollm2.model.ops.backend == kernels.cpu_backend()
     assert not any(p.requires_grad for p in smollm2.model.parameters())
     assert smollm2.model.embed_tokens.weight.dtype == torch.float32
     assert smollm2.config is smollm2.model.config

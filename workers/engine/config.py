@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KERNEL_BACKENDS = ("auto", "triton", "torch")
+KERNEL_BACKENDS = ("auto", "triton", "cpu", "torch")
 KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 

@@ -50,7 +50,11 @@ class ModelRunner:
         for another, every module's ops are switched to it."""
         if requested == "auto":
             # Triton runs only on CUDA tensors, whatever else the machine has.
-            backend = kernels.resolve_backend("auto") if self.device.type == "cuda" else "torch"
+            backend = (
+                kernels.resolve_backend("auto")
+                if self.device.type == "cuda"
+                else kernels.cpu_backend()
+            )
         else:
             backend = kernels.resolve_backend(requested)
         ops = kernels.get_ops(backend)

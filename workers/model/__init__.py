@@ -20,6 +20,7 @@ _EXPORTS = {
     "LoadedModel": "workers.model.loader",
     "load_model": "workers.model.loader",
     "serving_dtype": "workers.model.loader",
+    "serving_matmul_dtype": "workers.model.loader",
 }
 
 

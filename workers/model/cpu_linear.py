@@ -22,17 +22,29 @@ def prepacking_available(device: torch.device, dtype: torch.dtype) -> bool:
 
 
 class PrepackedLinear(nn.Module):
-    """`nn.Linear` in oneDNN's layout; same inputs and outputs, inference only."""
+    """`nn.Linear` in oneDNN's layout, computing in its weight's dtype; inference only.
+
+    Inputs of another dtype (a float32 model whose linears compute in bfloat16) are cast
+    to the weight's, and the output is cast back to the input's.
+    """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, batch_hint: int) -> None:
         super().__init__()
         self.in_features = weight.shape[1]
         self.out_features = weight.shape[0]
+        self.dtype = weight.dtype
         self.register_buffer("packed_weight", torch.ops.mkldnn._reorder_linear_weight(weight, batch_hint))
         self.row_block = ROW_BLOCK.get(weight.dtype)
-        self.register_buffer("bias", None if bias is None else bias.detach().clone())
+        self.register_buffer(
+            "bias", None if bias is None else bias.detach().to(weight.dtype).clone()
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != self.dtype:
+            return self._forward(x.to(self.dtype)).to(x.dtype)
+        return self._forward(x)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features)
         rows = flat.shape[0]
         block = self.row_block
@@ -43,7 +55,10 @@ class PrepackedLinear(nn.Module):
         else:
             if rows % block:
                 flat = torch.cat([flat, flat[:1].expand(block - rows % block, -1)])
-            out = torch.cat([self._matmul(part) for part in flat.split(block)])
+            if flat.shape[0] == block:  # the common decode case: one block, nothing to join
+                out = self._matmul(flat)
+            else:
+                out = torch.cat([self._matmul(part) for part in flat.split(block)])
         return out[:rows].reshape(*x.shape[:-1], self.out_features)
 
     def _matmul(self, flat: torch.Tensor) -> torch.Tensor:
@@ -59,12 +74,17 @@ class PrepackedLinear(nn.Module):
 ROW_BLOCK = {torch.bfloat16: 16}
 
 
-def prepack_linears(model: nn.Module, batch_hint: int = 32) -> int:
-    """Swap every nn.Linear in `model` for its prepacked form; returns how many."""
+def prepack_linears(
+    model: nn.Module, dtype: torch.dtype | None = None, batch_hint: int = 32
+) -> int:
+    """Swap every nn.Linear in `model` for its prepacked form computing in `dtype` (default:
+    the weight's own); returns how many."""
     swapped = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear):
-                setattr(parent, name, PrepackedLinear(child.weight.detach(), child.bias, batch_hint))
+                weight = child.weight.detach()
+                packed = PrepackedLinear(weight.to(dtype or weight.dtype), child.bias, batch_hint)
+                setattr(parent, name, packed)
                 swapped += 1
     return swapped

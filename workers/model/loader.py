@@ -128,21 +128,30 @@ def _ops_for(device: torch.device, backend: str) -> kernels.KernelOps:
     # "auto" only considers Triton for CUDA tensors: a CPU model on a GPU machine must not
     # be handed kernels that cannot read its memory.
     if backend == "auto" and device.type != "cuda":
-        return kernels.get_ops("torch")
+        return kernels.get_ops(kernels.cpu_backend())
     return kernels.get_ops(backend)
 
 
 def serving_dtype(device: torch.device | str) -> torch.dtype:
-    """The dtype a model serves in unless told otherwise: bfloat16 where the device has
-    native bf16 matmuls (a GPU, or a CPU with AVX512-BF16 or AMX), float32 elsewhere.
+    """The dtype a model serves in unless told otherwise: bfloat16 on a GPU, float32 on a
+    CPU. Activations, norms, attention and the KV cache take it; on a CPU with native bf16
+    the linears still compute in bfloat16 (`serving_matmul_dtype`).
 
-    Weights, activations into the matmuls and the KV cache take it; the residual stream
-    stays fp32 (see DecoderLayer), which keeps the answers of small models right.
+    float32 between the matmuls is what keeps a small model's answers right: in bfloat16
+    throughout, the rounding of every activation moves logits by up to 0.3 and flips the
+    default model's greedy answer where its top two tokens nearly tie (docs/performance.md).
     """
+    return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+
+
+def serving_matmul_dtype(device: torch.device | str, dtype: torch.dtype) -> torch.dtype:
+    """What the dense linears of a model served in `dtype` compute in by default: bfloat16
+    for a float32 model on a CPU with native bf16 dot products (AVX512-BF16 or AMX), where
+    it reads half the bytes of float32 weights; the model's dtype otherwise."""
     device = torch.device(device)
-    if device.type == "cuda" or prepacking_available(device, torch.bfloat16):
+    if dtype == torch.float32 and prepacking_available(device, torch.bfloat16):
         return torch.bfloat16
-    return torch.float32
+    return dtype
 
 
 WEIGHT_FORMATS = ("auto", "quantized", "bf16")
@@ -199,11 +208,13 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     backend: str = "auto",
     weights: str = "bf16",
+    matmul_dtype: torch.dtype | None = None,
 ) -> LoadedModel:
     """Read the checkpoint, build the model on `device` in `dtype`, and pick its kernels.
 
     `weights` (see WEIGHT_FORMATS) says whether the linear layers compute with the
-    file's quantized weights (`auto`: see WEIGHT_FORMATS).
+    file's quantized weights (`auto`: see WEIGHT_FORMATS). Dense linears compute in
+    `matmul_dtype` (default: `dtype`), taking inputs and giving outputs in `dtype`.
     """
     checkpoint, served = read_checkpoint(spec)
     profile, template = _profile_and_template(checkpoint, served)
@@ -219,10 +230,18 @@ def load_model(
     if chosen == "quantized":
         _use_quantized_linears(model, checkpoint)
     # Linears left dense (all of them for bf16 weights) are prepacked.
-    if prepacking_available(device, dtype):
-        prepack_linears(model)
+    matmul_dtype = matmul_dtype or dtype
+    if prepacking_available(device, matmul_dtype):
+        prepack_linears(model, matmul_dtype)
         if model.lm_head is None and model.tied_lm_head is None:
-            model.tied_lm_head = PrepackedLinear(model.embed_tokens.weight, None, batch_hint=32)
+            model.tied_lm_head = PrepackedLinear(
+                model.embed_tokens.weight.to(matmul_dtype), None, batch_hint=32
+            )
+    elif matmul_dtype != dtype:
+        raise ValueError(
+            f"dense linears in {matmul_dtype} for a {dtype} model need oneDNN prepacking, "
+            "which this device lacks"
+        )
     return LoadedModel(
         name=checkpoint.name,
         config=checkpoint.config,

@@ -1,0 +1,374 @@
+// The CPU path's fused ops: one call per op and layer where the torch references take
+// five to twenty (each an ATen dispatch of a few microseconds, which at one decode row
+// cost more than the arithmetic). Built at first use by kernels/cpu_ops.py.
+//
+// Every value a row produces is computed by one thread, in one fixed order, from that
+// row's own inputs: a sequence's bits never depend on its batch, on the thread count or
+// on the instruction set (sums run over 16 fixed lanes; built with -ffp-contract=off).
+// Prefill attention runs each query through decode attention's routine, so a prefilled
+// token gets the bits a decode step would have given it (docs/reliability.md).
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kLanes = 16;
+
+inline float to_float(float value) { return value; }
+inline float to_float(at::BFloat16 value) { return static_cast<float>(value); }
+inline float to_float(at::Half value) { return static_cast<float>(value); }
+
+template <typename T>
+inline T from_float(float value) {
+  return static_cast<T>(value);
+}
+
+inline float lane_sum(float* acc) {
+  for (int64_t width = kLanes / 2; width > 0; width /= 2) {
+    for (int64_t j = 0; j < width; ++j) acc[j] += acc[j + width];
+  }
+  return acc[0];
+}
+
+// sum_i a[i] * b[i] over fixed lanes: the same order for any n, batch or thread.
+template <typename T>
+inline float dot(const float* a, const T* b, int64_t n) {
+  float acc[kLanes] = {0};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += a[i + j] * to_float(b[i + j]);
+  }
+  for (; i < n; ++i) acc[i % kLanes] += a[i] * to_float(b[i]);
+  return lane_sum(acc);
+}
+
+inline float sum_of_squares(const float* a, int64_t n) {
+  float acc[kLanes] = {0};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += a[i + j] * a[i + j];
+  }
+  for (; i < n; ++i) acc[i % kLanes] += a[i] * a[i];
+  return lane_sum(acc);
+}
+
+// exp(x) within 2 ulp over the float range, branch-free so loops of it vectorize:
+// x = n ln2 + r, |r| <= ln2 / 2, exp(r) by a degree-6 polynomial, 2^n by the exponent bits.
+inline float exp_approx(float x) {
+  x = std::min(std::max(x, -87.33654475f), 88.37626266f);
+  float n = x * 1.44269504088896341f;
+  n = (n + 12582912.0f) - 12582912.0f;  // round to nearest integer
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+void check_cpu(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.device().is_cpu(), name, " must be a CPU tensor");
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+}
+
+// ---- RMSNorm, optionally after adding the residual (kept in fp32) ----
+
+template <typename T, typename R>
+void rms_norm_rows(const T* x, const R* residual_in, float* residual_out, const at::Tensor& weight,
+                   T* out, int64_t rows, int64_t hidden, double eps) {
+  at::Tensor weight32 = weight.to(at::kFloat).contiguous();
+  const float* w = weight32.data_ptr<float>();
+  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(hidden);
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = x + r * hidden;
+      float* values = residual_out != nullptr ? residual_out + r * hidden : row.data();
+      if (residual_in != nullptr) {
+        const R* rr = residual_in + r * hidden;
+        for (int64_t i = 0; i < hidden; ++i) values[i] = to_float(xr[i]) + to_float(rr[i]);
+      } else {
+        for (int64_t i = 0; i < hidden; ++i) values[i] = to_float(xr[i]);
+      }
+      const float inverse =
+          1.0f / std::sqrt(sum_of_squares(values, hidden) / static_cast<float>(hidden) +
+                           static_cast<float>(eps));
+      T* o = out + r * hidden;
+      for (int64_t i = 0; i < hidden; ++i) o[i] = from_float<T>(values[i] * inverse * w[i]);
+    }
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, const at::Tensor& weight,
+                                            double eps, const c10::optional<at::Tensor>& residual) {
+  check_cpu(x, "x");
+  const int64_t hidden = x.size(-1);
+  const int64_t rows = hidden == 0 ? 0 : x.numel() / hidden;
+  at::Tensor out = at::empty_like(x);
+  at::Tensor residual_out;
+  if (residual.has_value()) {
+    check_cpu(*residual, "residual");
+    TORCH_CHECK(residual->scalar_type() == at::kFloat, "residual must be float32");
+    TORCH_CHECK(residual->sizes() == x.sizes(), "residual must have x's shape");
+    residual_out = at::empty(x.sizes(), x.options().dtype(at::kFloat));
+  }
+  float* residual_out_ptr = residual.has_value() ? residual_out.data_ptr<float>() : nullptr;
+  const float* residual_ptr = residual.has_value() ? residual->data_ptr<float>() : nullptr;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rms_norm", [&] {
+    rms_norm_rows<scalar_t, float>(x.data_ptr<scalar_t>(), residual_ptr, residual_out_ptr, weight,
+                                   out.data_ptr<scalar_t>(), rows, hidden, eps);
+  });
+  return {out, residual_out};
+}
+
+// ---- silu(gate) * up ----
+
+at::Tensor silu_and_mul(const at::Tensor& x) {
+  check_cpu(x, "x");
+  const int64_t width = x.size(-1);
+  TORCH_CHECK(width % 2 == 0, "x's last dim must be even (gate and up halves), got ", width);
+  const int64_t half = width / 2;
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = half;
+  at::Tensor out = at::empty(shape, x.options());
+  const int64_t rows = width == 0 ? 0 : x.numel() / width;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "silu_and_mul", [&] {
+    const scalar_t* in = x.data_ptr<scalar_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    at::parallel_for(0, rows, 8, [&](int64_t begin, int64_t end) {
+      std::vector<float> gate(half);
+      for (int64_t r = begin; r < end; ++r) {
+        const scalar_t* row = in + r * width;
+        for (int64_t i = 0; i < half; ++i) gate[i] = to_float(row[i]);
+        for (int64_t i = 0; i < half; ++i) gate[i] = gate[i] / (1.0f + exp_approx(-gate[i]));
+        scalar_t* orow = o + r * half;
+        for (int64_t i = 0; i < half; ++i) orow[i] = from_float<scalar_t>(gate[i] * to_float(row[half + i]));
+      }
+    });
+  });
+  return out;
+}
+
+// ---- neox rotary embedding of q and k, in place ----
+
+template <typename T, typename C>
+void rotate(T* x, int64_t tokens, int64_t heads, int64_t head_dim, const int64_t* positions,
+            const C* cache) {
+  const int64_t half = head_dim / 2;
+  at::parallel_for(0, tokens, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const C* cos = cache + positions[t] * head_dim;
+      const C* sin = cos + half;
+      for (int64_t h = 0; h < heads; ++h) {
+        T* row = x + (t * heads + h) * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const float first = to_float(row[i]);
+          const float second = to_float(row[half + i]);
+          const float c = to_float(cos[i]);
+          const float s = to_float(sin[i]);
+          row[i] = from_float<T>(first * c - second * s);
+          row[half + i] = from_float<T>(second * c + first * s);
+        }
+      }
+    }
+  });
+}
+
+void rotary_embedding(at::Tensor q, at::Tensor k, const at::Tensor& positions,
+                      const at::Tensor& cos_sin_cache) {
+  check_cpu(q, "q");
+  check_cpu(k, "k");
+  check_cpu(cos_sin_cache, "cos_sin_cache");
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3, "q and k must be [T, H, D]");
+  TORCH_CHECK(q.scalar_type() == k.scalar_type(), "q and k must share a dtype");
+  at::Tensor pos = positions.to(at::kLong).contiguous();
+  const int64_t tokens = q.size(0);
+  const int64_t head_dim = q.size(2);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "rotary_embedding", [&] {
+    using T = scalar_t;
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, cos_sin_cache.scalar_type(), "rotary_cache", [&] {
+      rotate<T, scalar_t>(q.data_ptr<T>(), tokens, q.size(1), head_dim, pos.data_ptr<int64_t>(),
+                          cos_sin_cache.data_ptr<scalar_t>());
+      rotate<T, scalar_t>(k.data_ptr<T>(), tokens, k.size(1), head_dim, pos.data_ptr<int64_t>(),
+                          cos_sin_cache.data_ptr<scalar_t>());
+    });
+  });
+}
+
+// ---- attention over the paged cache ----
+
+// One query row over the first `context` cached positions of a sequence, for one KV head.
+// scores and the output accumulator are the caller's scratch.
+template <typename T>
+void attend_one(const T* query, float scale, const T* k_cache, const T* v_cache,
+                const int32_t* block_table, int64_t block_size, int64_t num_kv_heads,
+                int64_t kv_head, int64_t head_dim, int64_t context, std::vector<float>& scores,
+                std::vector<float>& scaled_query, std::vector<float>& acc, T* out) {
+  if (context == 0) {
+    for (int64_t d = 0; d < head_dim; ++d) out[d] = from_float<T>(0.0f);
+    return;
+  }
+  for (int64_t d = 0; d < head_dim; ++d) scaled_query[d] = to_float(query[d]) * scale;
+  scores.resize(context);
+  const int64_t token_stride = num_kv_heads * head_dim;
+  float best = -INFINITY;
+  for (int64_t l = 0; l < context; ++l) {
+    const int64_t block = block_table[l / block_size];
+    const int64_t offset = (block * block_size + l % block_size) * token_stride + kv_head * head_dim;
+    scores[l] = dot(scaled_query.data(), k_cache + offset, head_dim);
+    best = std::max(best, scores[l]);
+  }
+  float lanes[kLanes] = {0};
+  for (int64_t l = 0; l < context; ++l) {
+    scores[l] = exp_approx(scores[l] - best);
+    lanes[l % kLanes] += scores[l];
+  }
+  const float total = lane_sum(lanes);
+  std::fill(acc.begin(), acc.end(), 0.0f);
+  for (int64_t l = 0; l < context; ++l) {
+    const int64_t block = block_table[l / block_size];
+    const T* value = v_cache + (block * block_size + l % block_size) * token_stride + kv_head * head_dim;
+    const float weight = scores[l];
+    for (int64_t d = 0; d < head_dim; ++d) acc[d] += weight * to_float(value[d]);
+  }
+  for (int64_t d = 0; d < head_dim; ++d) out[d] = from_float<T>(acc[d] / total);
+}
+
+void check_paged(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                 const at::Tensor& block_tables, const at::Tensor& context_lens) {
+  check_cpu(q, "q");
+  check_cpu(k_cache, "k_cache");
+  check_cpu(v_cache, "v_cache");
+  check_cpu(block_tables, "block_tables");
+  TORCH_CHECK(q.dim() == 3, "q must be [T, Hq, D]");
+  TORCH_CHECK(k_cache.dim() == 4 && k_cache.sizes() == v_cache.sizes(),
+              "k_cache and v_cache must both be [N, block_size, Hk, D]");
+  TORCH_CHECK(q.scalar_type() == k_cache.scalar_type() && q.scalar_type() == v_cache.scalar_type(),
+              "q and the caches must share a dtype");
+  TORCH_CHECK(block_tables.scalar_type() == at::kInt, "block_tables must be int32");
+  TORCH_CHECK(context_lens.scalar_type() == at::kInt, "context_lens must be int32");
+  TORCH_CHECK(q.size(2) == k_cache.size(3), "q's head size differs from the cache's");
+  TORCH_CHECK(q.size(1) % k_cache.size(2) == 0, "query heads must be a multiple of KV heads");
+}
+
+at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k_cache,
+                                  const at::Tensor& v_cache, const at::Tensor& block_tables,
+                                  const at::Tensor& context_lens, double scale) {
+  check_paged(q, k_cache, v_cache, block_tables, context_lens);
+  at::Tensor lens = context_lens.contiguous();
+  const int64_t batch = q.size(0), num_heads = q.size(1), head_dim = q.size(2);
+  const int64_t block_size = k_cache.size(1), num_kv_heads = k_cache.size(2);
+  const int64_t group = num_heads / num_kv_heads;
+  const int64_t table_width = block_tables.size(1);
+  TORCH_CHECK(block_tables.size(0) == batch && lens.size(0) == batch,
+              "block_tables and context_lens need one row per query");
+  const int32_t* lengths = lens.data_ptr<int32_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK(lengths[b] >= 0 && lengths[b] <= table_width * block_size,
+                "context length ", lengths[b], " of row ", b, " exceeds its block table");
+  }
+  at::Tensor out = at::empty_like(q);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "paged_decode_attention", [&] {
+    const scalar_t* queries = q.data_ptr<scalar_t>();
+    const scalar_t* keys = k_cache.data_ptr<scalar_t>();
+    const scalar_t* values = v_cache.data_ptr<scalar_t>();
+    const int32_t* tables = block_tables.data_ptr<int32_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    at::parallel_for(0, batch * num_heads, 4, [&](int64_t begin, int64_t end) {
+      std::vector<float> scores, scaled_query(head_dim), acc(head_dim);
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t b = task / num_heads, head = task % num_heads;
+        attend_one(queries + task * head_dim, static_cast<float>(scale), keys, values,
+                   tables + b * table_width, block_size, num_kv_heads, head / group, head_dim,
+                   lengths[b], scores, scaled_query, acc, o + task * head_dim);
+      }
+    });
+  });
+  return out;
+}
+
+at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k_cache,
+                             const at::Tensor& v_cache, const at::Tensor& block_tables,
+                             const at::Tensor& cu_seqlens_q, const at::Tensor& context_lens,
+                             double scale) {
+  check_paged(q, k_cache, v_cache, block_tables, context_lens);
+  at::Tensor starts = cu_seqlens_q.to(at::kLong).contiguous();
+  at::Tensor lens = context_lens.contiguous();
+  const int64_t tokens = q.size(0), num_heads = q.size(1), head_dim = q.size(2);
+  const int64_t block_size = k_cache.size(1), num_kv_heads = k_cache.size(2);
+  const int64_t group = num_heads / num_kv_heads;
+  const int64_t batch = lens.size(0);
+  const int64_t table_width = block_tables.size(1);
+  TORCH_CHECK(starts.size(0) == batch + 1 && block_tables.size(0) == batch,
+              "cu_seqlens_q needs B + 1 entries and block_tables B rows");
+  const int64_t* first = starts.data_ptr<int64_t>();
+  const int32_t* lengths = lens.data_ptr<int32_t>();
+  TORCH_CHECK(first[batch] == tokens, "cu_seqlens_q must end at the number of query rows");
+  // Each query row's sequence and its context (its own position + 1).
+  std::vector<int64_t> row_seq(tokens), row_context(tokens);
+  for (int64_t s = 0; s < batch; ++s) {
+    const int64_t q_len = first[s + 1] - first[s];
+    TORCH_CHECK(q_len >= 0, "cu_seqlens_q must not decrease");
+    TORCH_CHECK(lengths[s] >= q_len, "sequence ", s, ": context length ", lengths[s],
+                " is shorter than its ", q_len, " new tokens");
+    TORCH_CHECK(lengths[s] <= table_width * block_size,
+                "context length ", lengths[s], " of sequence ", s, " exceeds its block table");
+    for (int64_t i = 0; i < q_len; ++i) {
+      row_seq[first[s] + i] = s;
+      row_context[first[s] + i] = lengths[s] - q_len + i + 1;
+    }
+  }
+  at::Tensor out = at::empty_like(q);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "prefill_attention", [&] {
+    const scalar_t* queries = q.data_ptr<scalar_t>();
+    const scalar_t* keys = k_cache.data_ptr<scalar_t>();
+    const scalar_t* values = v_cache.data_ptr<scalar_t>();
+    const int32_t* tables = block_tables.data_ptr<int32_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    at::parallel_for(0, tokens * num_heads, 4, [&](int64_t begin, int64_t end) {
+      std::vector<float> scores, scaled_query(head_dim), acc(head_dim);
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t t = task / num_heads, head = task % num_heads;
+        attend_one(queries + task * head_dim, static_cast<float>(scale), keys, values,
+                   tables + row_seq[t] * table_width, block_size, num_kv_heads, head / group,
+                   head_dim, row_context[t], scores, scaled_query, acc, o + task * head_dim);
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(spate_cpu, m) {
+  m.def("rms_norm(Tensor x, Tensor weight, float eps, Tensor? residual) -> (Tensor, Tensor)");
+  m.def("silu_and_mul(Tensor x) -> Tensor");
+  m.def("rotary_embedding(Tensor(a!) q, Tensor(b!) k, Tensor positions, Tensor cos_sin_cache) -> ()");
+  m.def("paged_decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
+        "Tensor context_lens, float scale) -> Tensor");
+  m.def("prefill_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
+        "Tensor cu_seqlens_q, Tensor context_lens, float scale) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(spate_cpu, CPU, m) {
+  m.impl("rms_norm", TORCH_FN(rms_norm));
+  m.impl("silu_and_mul", TORCH_FN(silu_and_mul));
+  m.impl("rotary_embedding", TORCH_FN(rotary_embedding));
+  m.impl("paged_decode_attention", TORCH_FN(paged_decode_attention));
+  m.impl("prefill_attention", TORCH_FN(prefill_attention));
+}

@@ -1,0 +1,167 @@
+"""The "cpu" backend: fused C++ ops for the CPU path (kernels/cpu/ops.cpp), built once per
+machine with the system's C++ compiler and cached by torch's extension loader.
+
+At one decode row the torch references spend more on dispatching their many small ATen
+ops than on arithmetic; each op here is one call per layer. Every row is computed in one
+fixed order by one thread, so a sequence's bits never depend on its batch or on the
+thread count, and prefill attention runs each query through decode attention's routine,
+so resuming a response on another worker stays exact (docs/reliability.md). Where the
+extension cannot be built (no compiler), `available()` is False and "auto" picks the
+torch backend instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+import sys
+import threading
+from collections.abc import Callable
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SOURCE = Path(__file__).resolve().parent / "cpu" / "ops.cpp"
+# -ffp-contract=off: no fused multiply-adds, so a row's bits are the same whatever vector
+# width the compiler picks for this machine.
+CFLAGS = ["-O3", "-march=native", "-ffp-contract=off"]
+
+log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_state: dict[str, object] = {}
+
+
+def _cpu_signature() -> str:
+    """What -march=native compiles for: a library built on another CPU (a shared cache,
+    an image built elsewhere) is rebuilt here rather than loaded."""
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith(("flags", "model name")):
+                    flags += line
+                if line.startswith("flags"):
+                    break
+    except OSError:
+        flags = platform.processor()
+    digest = hashlib.sha256((flags + SOURCE.read_text() + " ".join(CFLAGS)).encode())
+    return digest.hexdigest()[:12]
+
+
+def load() -> bool:
+    """Build (first time on this machine) and load the ops; False, logged once, if that fails."""
+    with _lock:
+        if "loaded" in _state:
+            return bool(_state["loaded"])
+        if os.environ.get("SPATE_CPU_OPS", "1") == "0":
+            _state["loaded"] = False
+            return False
+        try:
+            from torch.utils.cpp_extension import load as build
+
+            _put_ninja_on_path()
+            build(
+                name=f"spate_cpu_{_cpu_signature()}",
+                sources=[str(SOURCE)],
+                extra_cflags=CFLAGS,
+                is_python_module=False,
+                verbose=False,
+            )
+            _state["loaded"] = True
+        except Exception as error:  # no compiler, no headers: the torch backend serves
+            log.warning("fused CPU ops unavailable, using the torch backend: %s", error)
+            _state["loaded"] = False
+        return bool(_state["loaded"])
+
+
+def _put_ninja_on_path() -> None:
+    """torch's builder runs `ninja` from PATH; the one the `ninja` package installed sits
+    beside this interpreter, which a venv's scripts run without putting on PATH."""
+    directories = [str(Path(sys.executable).parent)]
+    try:
+        import ninja
+
+        directories.insert(0, ninja.BIN_DIR)
+    except ImportError:
+        pass
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    missing = [directory for directory in directories if directory not in path]
+    if missing:
+        os.environ["PATH"] = os.pathsep.join([*missing, *path])
+
+
+def available() -> bool:
+    return load()
+
+
+def _reference(op: str) -> Callable[..., Any]:
+    """The torch reference of `op`, for inputs these ops do not take."""
+    reference: Callable[..., Any] = getattr(import_module(f"kernels.{op}"), f"{op}_ref")
+    return reference
+
+
+def _fits(*tensors: torch.Tensor) -> bool:
+    return all(t.device.type == "cpu" and t.is_contiguous() for t in tensors)
+
+
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """As kernels.rms_norm_ref, with the residual kept in fp32."""
+    if residual is not None and not (residual.dtype == torch.float32 and _fits(residual)):
+        return _reference("rms_norm")(x, weight, eps, residual)  # type: ignore[no-any-return]
+    out: torch.Tensor
+    residual_out: torch.Tensor
+    out, residual_out = torch.ops.spate_cpu.rms_norm(x.contiguous(), weight, eps, residual)
+    return out if residual is None else (out, residual_out)
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    out: torch.Tensor = torch.ops.spate_cpu.silu_and_mul(x.contiguous())
+    return out
+
+
+def rotary_embedding(
+    q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor
+) -> None:
+    if not _fits(q, k, cos_sin_cache):
+        _reference("rotary_embedding")(q, k, positions, cos_sin_cache)
+        return
+    torch.ops.spate_cpu.rotary_embedding(q, k, positions, cos_sin_cache)
+
+
+def paged_decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    out: torch.Tensor = torch.ops.spate_cpu.paged_decode_attention(
+        q.contiguous(), k_cache, v_cache, block_tables.contiguous(), context_lens, scale
+    )
+    return out
+
+
+def prefill_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    out: torch.Tensor = torch.ops.spate_cpu.prefill_attention(
+        q.contiguous(), k_cache, v_cache, block_tables.contiguous(), cu_seqlens_q, context_lens, scale
+    )
+    return out
+
+
+# The ops this backend replaces; the rest come from the torch references.
+FUSED = ("rms_norm", "silu_and_mul", "rotary_embedding", "paged_decode_attention", "prefill_attention")

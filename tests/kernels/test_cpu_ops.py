@@ -1,0 +1,145 @@
+"""The "cpu" backend's fused C++ ops (kernels/cpu_ops.py): each agrees with its torch
+reference, gives a row the same bits alone and in any batch and at any thread count, and
+prefill attention gives each query the bits decode attention gives it at that position."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import kernels
+from kernels import cpu_ops
+
+pytestmark = pytest.mark.skipif(
+    not cpu_ops.available(), reason="the fused CPU ops did not build on this machine"
+)
+
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_residual", [False, True])
+def test_rms_norm_matches_the_reference(dtype, with_residual, assert_close):
+    x, weight = randn(7, 576, seed=1, dtype=dtype), randn(576, seed=2, dtype=dtype)
+    residual = randn(7, 576, seed=3) if with_residual else None
+    got = cpu_ops.rms_norm(x, weight, 1e-5, residual)
+    expected = kernels.rms_norm_ref(x, weight, 1e-5, residual)
+    if with_residual:
+        assert_close(got[0], expected[0], dtype)
+        assert torch.equal(got[1], expected[1])  # the residual sum is one fp32 add
+    else:
+        assert got.dtype == dtype
+        assert_close(got, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_silu_and_mul_matches_the_reference(dtype, assert_close):
+    x = randn(5, 2 * 1536, seed=4, dtype=dtype) * 4
+    assert_close(cpu_ops.silu_and_mul(x), kernels.silu_and_mul_ref(x), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rotary_embedding_matches_the_reference(dtype, assert_close):
+    q, k = randn(6, 9, 64, seed=5, dtype=dtype), randn(6, 3, 64, seed=6, dtype=dtype)
+    positions = torch.tensor([0, 1, 7, 100, 3, 2047])
+    cache = randn(2048, 64, seed=7, dtype=dtype)
+    q_ref, k_ref = q.clone(), k.clone()
+    cpu_ops.rotary_embedding(q, k, positions, cache)
+    kernels.rotary_embedding_ref(q_ref, k_ref, positions, cache)
+    assert_close(q, q_ref, dtype)
+    assert_close(k, k_ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_decode_attention_matches_the_reference(dtype, make_paged_batch, assert_close):
+    batch = make_paged_batch([1, 17, 0, 90, 33], block_size=16, num_kv_heads=3, head_dim=64,
+                             dtype=dtype)
+    q = randn(5, 9, 64, seed=8, dtype=dtype)
+    args = (q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, 0.125)
+    got = cpu_ops.paged_decode_attention(*args)
+    assert_close(got, kernels.paged_decode_attention_ref(*args), dtype)
+    assert torch.equal(got[2], torch.zeros_like(got[2]))  # no context: zeros, as the kernel
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_prefill_attention_matches_the_reference(dtype, make_paged_batch, assert_close):
+    batch = make_paged_batch([3, 17, 40], block_size=16, num_kv_heads=3, head_dim=64,
+                             dtype=dtype)
+    cu_seqlens = torch.tensor([0, 3, 8, 20], dtype=torch.int32)
+    q = randn(20, 9, 64, seed=9, dtype=dtype)
+    args = (q, batch.k_cache, batch.v_cache, batch.block_tables, cu_seqlens, batch.context_lens,
+            0.125)
+    assert_close(cpu_ops.prefill_attention(*args), kernels.prefill_attention_ref(*args), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_prefilled_query_gets_the_bits_of_a_decode_step(dtype, make_paged_batch):
+    """What lets a replacement worker rebuild a dead worker's cache with the same bits."""
+    batch = make_paged_batch([40], block_size=16, num_kv_heads=3, head_dim=64, dtype=dtype)
+    q = randn(12, 9, 64, seed=10, dtype=dtype)  # the last 12 of the 40 positions
+    prefilled = cpu_ops.prefill_attention(
+        q, batch.k_cache, batch.v_cache, batch.block_tables,
+        torch.tensor([0, 12], dtype=torch.int32), batch.context_lens, 0.125,
+    )
+    for index in range(12):
+        context = torch.tensor([40 - 12 + index + 1], dtype=torch.int32)
+        step = cpu_ops.paged_decode_attention(
+            q[index : index + 1], batch.k_cache, batch.v_cache, batch.block_tables, context, 0.125
+        )
+        assert torch.equal(step[0], prefilled[index]), index
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_row_has_the_same_bits_alone_in_a_batch_and_on_any_thread_count(
+    dtype, make_paged_batch
+):
+    lengths = [5, 70, 33, 1, 16, 48, 90, 2]
+    batch = make_paged_batch(lengths, block_size=16, num_kv_heads=3, head_dim=64, dtype=dtype)
+    q = randn(len(lengths), 9, 64, seed=11, dtype=dtype)
+    x = randn(len(lengths), 576, seed=12, dtype=dtype)
+    weight, residual = randn(576, seed=13, dtype=dtype), randn(len(lengths), 576, seed=14)
+    gate_up = randn(len(lengths), 3072, seed=15, dtype=dtype)
+
+    def run(rows: slice) -> list[torch.Tensor]:
+        out, summed = cpu_ops.rms_norm(x[rows], weight, 1e-5, residual[rows])
+        attended = cpu_ops.paged_decode_attention(
+            q[rows], batch.k_cache, batch.v_cache, batch.block_tables[rows],
+            batch.context_lens[rows], 0.125,
+        )
+        return [out, summed, attended, cpu_ops.silu_and_mul(gate_up[rows])]
+
+    threads = torch.get_num_threads()
+    try:
+        whole = run(slice(None))
+        torch.set_num_threads(1)
+        single_thread = run(slice(None))
+    finally:
+        torch.set_num_threads(threads)
+    for got, expected in zip(single_thread, whole, strict=True):
+        assert torch.equal(got, expected)
+    for row in range(len(lengths)):
+        alone = run(slice(row, row + 1))
+        for got, expected in zip(alone, whole, strict=True):
+            assert torch.equal(got[0], expected[row]), row
+
+
+def test_bad_inputs_are_refused_with_a_message(make_paged_batch):
+    batch = make_paged_batch([4], block_size=16, num_kv_heads=3, head_dim=64,
+                             dtype=torch.float32)
+    q = randn(1, 9, 64, seed=16)
+    too_long = torch.tensor([999], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="exceeds its block table"):
+        cpu_ops.paged_decode_attention(
+            q, batch.k_cache, batch.v_cache, batch.block_tables, too_long, 0.125
+        )
+    with pytest.raises(RuntimeError, match="must share a dtype"):
+        cpu_ops.paged_decode_attention(
+            q.bfloat16(), batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens,
+            0.125,
+        )
+    with pytest.raises(RuntimeError, match="last dim must be even"):
+        cpu_ops.silu_and_mul(torch.ones(2, 5))
