@@ -46,13 +46,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--store-port", type=int, default=None,
                        help="port of the embedded redis-server (default: a free one)")
     serve.add_argument("--model", default=None, help="served name, .gguf file or model folder")
-    serve.add_argument("--kernels", default=None, choices=["auto", "triton", "cpu", "torch"])
+    serve.add_argument("--kernels", default=None, choices=["auto", "triton", "cpu", "torch"],
+                       help="compute ops (default auto: triton on CUDA; on a CPU the fused "
+                       "C++ ops where they build, torch otherwise)")
     serve.add_argument("--num-threads", type=int, default=None,
                        help="the worker's decode threads on a CPU (default: all cores but "
                        "one, which the API and NATS use; prefill uses every core)")
     serve.add_argument("--dtype", default=None, choices=DTYPES,
-                       help="model dtype (default auto: bfloat16 where the device has native "
-                       "bf16 matmuls, float32 elsewhere)")
+                       help="model dtype (default auto: bfloat16 on a GPU; float32 on a CPU, "
+                       "its linears computing in bfloat16 where the CPU has native bf16)")
     serve.add_argument("--weights", default=None, choices=WEIGHTS,
                        help="linear weights on a CPU: the GGUF file's quantized groups, or bf16: "
                        "dense in the model's dtype (default auto: bf16)")
@@ -69,10 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="one model worker alone")
     worker.add_argument("--model", default=None)
     worker.add_argument("--served-model-name", default=None)
-    worker.add_argument("--kernels", default=None, choices=["auto", "triton", "cpu", "torch"])
+    worker.add_argument("--kernels", default=None, choices=["auto", "triton", "cpu", "torch"],
+                        help="compute ops (default auto: triton on CUDA; on a CPU the fused "
+                        "C++ ops where they build, torch otherwise)")
     worker.add_argument("--dtype", default=None, choices=DTYPES,
-                        help="model dtype (default auto: bfloat16 where the device has native "
-                        "bf16 matmuls, float32 elsewhere)")
+                        help="model dtype (default auto: bfloat16 on a GPU; float32 on a CPU, "
+                        "its linears computing in bfloat16 where the CPU has native bf16)")
     worker.add_argument("--weights", default=None, choices=WEIGHTS,
                         help="linear weights on a CPU: the GGUF file's quantized groups, or bf16: "
                         "dense in the model's dtype (default auto: bf16)")

@@ -27,8 +27,8 @@ class WorkerSettings(JournalSettings):
     served_model_name: str | None = None
     worker_id: str = Field(default_factory=default_worker_id)
     kernels: str = "auto"
-    # Weights, matmul inputs and KV cache: auto is bfloat16 where the device has native
-    # bf16 matmuls (a GPU, a CPU with AVX512-BF16 or AMX) and float32 elsewhere.
+    # Weights, activations and KV cache. auto: bfloat16 on a GPU; float32 on a CPU, whose
+    # dense linears compute in bfloat16 where it has native bf16 (AVX512-BF16 or AMX).
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     # What the linear layers compute with on a CPU: `quantized` (the GGUF file's own 4/8-bit
     # groups, torch's weight-only int4/int8 matmuls), `bf16` (dense weights in `dtype`), or

@@ -16,11 +16,22 @@ def test_dtype_setting_loads_the_model_and_its_cache_in_that_dtype():
     assert runner.kv_caches[0][0].dtype == torch.bfloat16
 
 
-def test_auto_dtype_is_bfloat16_only_where_matmuls_are_native_bf16():
+def test_auto_dtype_keeps_float32_between_the_matmuls_on_a_cpu():
+    """On a GPU everything is bf16; on a CPU activations and the KV cache stay float32,
+    and the dense linears compute in bf16 only where the CPU has native bf16."""
+    from workers.model.cpu_linear import PrepackedLinear
+
     served = load_engine_model(WorkerSettings(num_kv_blocks=8))
-    native_bf16 = torch.cuda.is_available() or torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    expected = torch.bfloat16 if native_bf16 else torch.float32
-    assert served.engine.model_runner.dtype == expected
+    runner = served.engine.model_runner
+    if torch.cuda.is_available():
+        assert runner.dtype == torch.bfloat16
+        return
+    assert runner.dtype == torch.float32
+    assert runner.kv_caches[0][0].dtype == torch.float32
+    native_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    linear = served.engine.model_runner.model.layers[0].mlp.down_proj
+    assert isinstance(linear, PrepackedLinear)
+    assert linear.dtype == (torch.bfloat16 if native_bf16 else torch.float32)
 
 
 def test_unknown_dtype_is_refused_naming_the_setting(monkeypatch):
