@@ -64,10 +64,12 @@ def load() -> bool:
             from torch.utils.cpp_extension import load as build
 
             _put_ninja_on_path()
+            name = f"spate_cpu_{_cpu_signature()}"
             build(
-                name=f"spate_cpu_{_cpu_signature()}",
+                name=name,
                 sources=[str(SOURCE)],
                 extra_cflags=CFLAGS,
+                build_directory=_build_directory(name),
                 is_python_module=False,
                 verbose=False,
             )
@@ -76,6 +78,20 @@ def load() -> bool:
             log.warning("fused CPU ops unavailable, using the torch backend: %s", error)
             _state["loaded"] = False
         return bool(_state["loaded"])
+
+
+def _build_directory(name: str) -> str | None:
+    """Beside the environment's packages, so the library `make install` built is the one
+    every process of this environment finds, whatever its HOME; torch's own cache
+    (TORCH_EXTENSIONS_DIR, else ~/.cache) where that is set or not writable."""
+    if os.environ.get("TORCH_EXTENSIONS_DIR"):
+        return None
+    directory = Path(sys.prefix) / "share" / "spate" / "cpu-ops" / name
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return str(directory) if os.access(directory, os.W_OK) else None
 
 
 def _put_ninja_on_path() -> None:

@@ -296,7 +296,11 @@ async def sse_stream(
 def cut_notice(state: ResponseFold, response_id: str) -> dict[str, Any]:
     """The last event of a stream cut by a shutdown: an `error` the SDK knows, naming the
     event to resume after. The response itself goes on in its worker."""
-    last = len(state.sse_events) - 1
+    return cut_notice_after(len(state.sse_events) - 1, response_id)
+
+
+def cut_notice_after(last: int, response_id: str) -> dict[str, Any]:
+    """`cut_notice` for a stream whose last event sent was number `last`."""
     return {
         "type": "error", "code": SHUTTING_DOWN, "param": None, "sequence_number": last + 1,
         "message": (f"The server is shutting down, so this stream was cut after event {last}; "

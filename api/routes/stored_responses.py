@@ -12,10 +12,12 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from api.deps import JournalDep, OwnerDep, SettingsDep, require_api_key
+from api.deps import DrainDep, JournalDep, OwnerDep, SettingsDep, require_api_key
+from api.drain import Drain
 from api.errors import APIError, response_not_found
 from api.normalize import LOGPROBS_INCLUDE
 from api.request_model import INCLUDABLE
+from api.routes.responses import cut_notice_after
 from api.store_access import require_store_for_id
 from store import Store, StoredResponse
 
@@ -57,7 +59,7 @@ def included(response: dict[str, Any], include: list[str]) -> dict[str, Any]:
 
 @router.get("/v1/responses/{response_id}")
 async def retrieve(
-    request: Request, response_id: str, owner: OwnerDep, settings: SettingsDep,
+    request: Request, response_id: str, owner: OwnerDep, settings: SettingsDep, drain: DrainDep,
     stream: bool = False,
     starting_after: int | None = Query(default=None, ge=-1),
     include: Annotated[list[str] | None, Query(alias="include[]")] = None,
@@ -75,20 +77,45 @@ async def retrieve(
     if after is None and last_event_id is not None and last_event_id.strip().lstrip("-").isdigit():
         after = int(last_event_id)
     return EventSourceResponse(
-        replay(store, response_id, -1 if after is None else after),
+        replay(store, response_id, -1 if after is None else after, drain),
         ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
     )
 
 
-async def replay(store: Store, response_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
+async def replay(
+    store: Store, response_id: str, after: int, drain: Drain
+) -> AsyncIterator[ServerSentEvent]:
     """The stored events after `after`, then the live ones until the terminal event. Any
-    replica can serve it: the projection is shared."""
+    replica can serve it: the projection is shared. A shutdown drains it as it drains a
+    stream being created: past the drain timeout it ends with a notice naming where to
+    resume, while waiting for the next event too."""
+    last = after
+    follow = store.follow_sse(response_id, after, idle_timeout_s=FOLLOW_IDLE_S)
+    cut = asyncio.ensure_future(drain.cut.wait())
     try:
-        async for sse in store.follow_sse(response_id, after, idle_timeout_s=FOLLOW_IDLE_S):
-            yield ServerSentEvent(data=json.dumps(sse, separators=(",", ":")),
-                                  event=sse["type"], id=str(sse["sequence_number"]))
-    except TimeoutError:
-        return
+        with drain.track():
+            while True:
+                next_event = asyncio.ensure_future(follow.__anext__())
+                await asyncio.wait({next_event, cut}, return_when=asyncio.FIRST_COMPLETED)
+                if not next_event.done():
+                    next_event.cancel()
+                    await asyncio.wait({next_event})
+                    notice = cut_notice_after(last, response_id)
+                    yield ServerSentEvent(data=json.dumps(notice, separators=(",", ":")),
+                                          event="error")
+                    return
+                try:
+                    sse = next_event.result()
+                except (StopAsyncIteration, TimeoutError):
+                    return
+                last = sse["sequence_number"]
+                yield ServerSentEvent(data=json.dumps(sse, separators=(",", ":")),
+                                      event=sse["type"], id=str(last))
+    finally:
+        cut.cancel()
+        close = getattr(follow, "aclose", None)
+        if close is not None:
+            await close()
 
 
 @router.delete("/v1/responses/{response_id}")

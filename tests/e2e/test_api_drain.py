@@ -105,3 +105,71 @@ def test_sigterm_drains_then_cuts_resumably(stack: Stack) -> None:
         cancel(stack, response_id)  # free the shared worker
     finally:
         api.kill()
+
+
+def test_sigterm_cuts_a_resumed_stream_resumably(stack: Stack) -> None:
+    """A stream resumed through GET /v1/responses/{id}?stream=true is drained too: past the
+    drain timeout it ends with the same notice, naming the last event it sent, and the
+    response goes on in its worker."""
+    from cli.redis_server import EmbeddedRedis
+
+    with EmbeddedRedis() as redis:
+        environment = {"SPATE_NATS_URL": stack.nats_url, "SPATE_STORE_URL": redis.url,
+                       "SPATE_DRAIN_TIMEOUT_S": str(DRAIN_TIMEOUT_S)}
+        creator_port, resumer_port = free_port(), free_port()
+        creator = SpateProcess(["api", "--port", str(creator_port)], environment, "drain-creator")
+        resumer = SpateProcess(["api", "--port", str(resumer_port)], environment, "drain-resumer")
+        try:
+            wait_http(f"http://127.0.0.1:{creator_port}/ready", creator, timeout=60)
+            wait_http(f"http://127.0.0.1:{resumer_port}/ready", resumer, timeout=60)
+            body = {"model": DEFAULT_MODEL, "input": "Write a long story about the sea.",
+                    "temperature": 0, "max_output_tokens": 3000, "ignore_eos": True,
+                    "background": True}
+            created = httpx.post(f"http://127.0.0.1:{creator_port}/v1/responses", json=body,
+                                 timeout=60)
+            assert created.status_code == 200, created.text
+            response_id = created.json()["id"]
+            events: list[dict[str, Any]] = []
+            started = threading.Event()
+
+            def resume() -> None:
+                url = (f"http://127.0.0.1:{resumer_port}/v1/responses/{response_id}"
+                       "?stream=true&starting_after=0")
+                with httpx.stream("GET", url, timeout=300) as reply:
+                    for line in reply.iter_lines():
+                        if line.startswith("data:"):
+                            events.append(json.loads(line[5:]))
+                            if events[-1]["type"] == "response.output_text.delta":
+                                started.set()
+
+            reader = threading.Thread(target=resume)
+            reader.start()
+            assert started.wait(120)
+            resumer.process.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            reader.join(timeout=DRAIN_TIMEOUT_S + 30)
+            cut_after = time.monotonic() - signalled
+            assert not reader.is_alive()
+            assert events[-1]["type"] == "error", events[-1]
+            assert events[-1]["code"] == "server_shutting_down", events[-1]
+            last_sent = events[-2]["sequence_number"]
+            assert f"starting_after={last_sent}" in events[-1]["message"]
+            assert events[0]["sequence_number"] == 1  # resumed after event 0
+            assert DRAIN_TIMEOUT_S - 1 < cut_after < DRAIN_TIMEOUT_S + 20, f"{cut_after:.1f} s"
+            assert resumer.process.wait(timeout=30) is not None
+            # The response goes on: the other replica resumes it from where the cut left.
+            seq_at_cut, cancelled = log_of(stack, response_id)
+            time.sleep(2)
+            seq_later, cancelled = log_of(stack, response_id)
+            assert not cancelled and seq_later > seq_at_cut, (seq_at_cut, seq_later)
+            url = (f"http://127.0.0.1:{creator_port}/v1/responses/{response_id}"
+                   f"?stream=true&starting_after={last_sent}")
+            with httpx.stream("GET", url, timeout=60) as reply:
+                for line in reply.iter_lines():
+                    if line.startswith("data:"):
+                        assert json.loads(line[5:])["sequence_number"] == last_sent + 1
+                        break
+            cancel(stack, response_id)  # free the shared worker
+        finally:
+            resumer.kill()
+            creator.kill()
