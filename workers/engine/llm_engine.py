@@ -17,11 +17,15 @@ from workers.engine.grammar import AnswerGrammar
 from workers.engine.grammar import advance as advance_grammar
 from workers.engine.model_runner import ModelRunner
 from workers.engine.output_processor import Delta, OutputProcessor
+from workers.engine.sampler import SamplerOutput
 from workers.engine.sampling_params import SamplingParams
 from workers.engine.scheduler import Scheduler
 from workers.engine.sequence import Sequence, SequenceStatus
 from workers.engine.thinking_budget import ReasoningMarkers, ThinkEvent, ThinkingBudget
 from workers.model.loader import LoadedModel
+
+# Sequences run together, their forced tokens, and what sampling gave them.
+StepResult = tuple[list[Sequence], list[int | None], SamplerOutput]
 
 log = logging.getLogger("spate.worker.engine")
 
@@ -175,16 +179,48 @@ class LLMEngine:
         forced_token_ids = [
             self.thinking.forced_token(seq) if self.thinking is not None else None for seq in seqs
         ]
-        sampled = self.model_runner.run(seqs, is_prefill, forced_token_ids)
-        for seq, token_id, logprob, forced in zip(
-            seqs, sampled.token_ids, sampled.logprobs, forced_token_ids, strict=True
-        ):
-            try:
-                outputs.append(self._advance(seq, token_id, logprob, forced))
-            except Exception as error:
-                log.exception("request %s failed in its token processing", seq.request_id)
-                outputs.append(self._fail(seq, error))
+        try:
+            run = self.model_runner.run(seqs, is_prefill, forced_token_ids)
+            sampled = [(seqs, forced_token_ids, run)]
+        except Exception as error:
+            if len(seqs) == 1:
+                raise
+            log.exception("a step of %d sequences failed; running each alone", len(seqs))
+            sampled, failed = self._run_each_alone(seqs, is_prefill, forced_token_ids, error)
+            outputs.extend(self._fail(seq, seq_error) for seq, seq_error in failed)
+        for batch, forced_ids, result in sampled:
+            for seq, token_id, logprob, forced in zip(
+                batch, result.token_ids, result.logprobs, forced_ids, strict=True
+            ):
+                try:
+                    outputs.append(self._advance(seq, token_id, logprob, forced))
+                except Exception as error:
+                    log.exception("request %s failed in its token processing", seq.request_id)
+                    outputs.append(self._fail(seq, error))
         return outputs
+
+    def _run_each_alone(
+        self,
+        seqs: list[Sequence],
+        is_prefill: bool,
+        forced_token_ids: list[int | None],
+        batch_error: Exception,
+    ) -> tuple[list[StepResult], list[tuple[Sequence, Exception]]]:
+        """After a step of several sequences raised: each alone, so the one at fault fails by
+        itself and the rest go on with the very tokens the batch would have given them (a
+        row's bits never depend on its batch). If every one fails alone too, the fault is
+        not any one sequence's: the batch's error is raised for the caller to handle."""
+        sampled: list[StepResult] = []
+        failed: list[tuple[Sequence, Exception]] = []
+        for seq, forced in zip(seqs, forced_token_ids, strict=True):
+            try:
+                sampled.append(([seq], [forced], self.model_runner.run([seq], is_prefill, [forced])))
+            except Exception as error:
+                log.warning("request %s fails its step alone too: %s", seq.request_id, error)
+                failed.append((seq, error))
+        if not sampled:
+            raise batch_error
+        return sampled, failed
 
     def _advance(
         self, seq: Sequence, token_id: int, logprob: Any, forced: int | None
