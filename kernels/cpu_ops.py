@@ -141,6 +141,22 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def store_kv_cache(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """As kernels.store_kv_cache_ref: each token's k and v to its slot, slot -1 skipped."""
+    if not _fits(k_cache, v_cache):
+        _reference("store_kv_cache")(k, v, k_cache, v_cache, slot_mapping)
+        return
+    torch.ops.spate_cpu.store_kv_cache(
+        k.contiguous(), v.contiguous(), k_cache, v_cache, slot_mapping
+    )
+
+
 def rotary_embedding(
     q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor
 ) -> None:
@@ -180,4 +196,11 @@ def prefill_attention(
 
 
 # The ops this backend replaces; the rest come from the torch references.
-FUSED = ("rms_norm", "silu_and_mul", "rotary_embedding", "paged_decode_attention", "prefill_attention")
+FUSED = (
+    "rms_norm",
+    "silu_and_mul",
+    "store_kv_cache",
+    "rotary_embedding",
+    "paged_decode_attention",
+    "prefill_attention",
+)

@@ -82,6 +82,37 @@ inline float exp_approx(float x) {
   return p * scale;
 }
 
+// Plain loops over raw arrays, outside any lambda, so the compiler vectorizes them.
+void exp_in_place(float* __restrict values, float shift, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) values[i] = exp_approx(values[i] - shift);
+}
+
+float fixed_sum(const float* __restrict values, int64_t n) {
+  float acc[kLanes] = {0};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += values[i + j];
+  }
+  for (; i < n; ++i) acc[i % kLanes] += values[i];
+  return lane_sum(acc);
+}
+
+template <typename T>
+void silu_and_mul_row(const T* __restrict row, T* __restrict out, float* __restrict gate,
+                      int64_t half) {
+  for (int64_t i = 0; i < half; ++i) gate[i] = -to_float(row[i]);
+  exp_in_place(gate, 0.0f, half);  // exp(-g)
+  for (int64_t i = 0; i < half; ++i) {
+    const float g = to_float(row[i]);
+    out[i] = from_float<T>(g / (1.0f + gate[i]) * to_float(row[half + i]));
+  }
+}
+
+template <typename T>
+void accumulate(float* __restrict acc, float weight, const T* __restrict value, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) acc[d] += weight * to_float(value[d]);
+}
+
 void check_cpu(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.device().is_cpu(), name, " must be a CPU tensor");
   TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
@@ -153,11 +184,7 @@ at::Tensor silu_and_mul(const at::Tensor& x) {
     at::parallel_for(0, rows, 8, [&](int64_t begin, int64_t end) {
       std::vector<float> gate(half);
       for (int64_t r = begin; r < end; ++r) {
-        const scalar_t* row = in + r * width;
-        for (int64_t i = 0; i < half; ++i) gate[i] = to_float(row[i]);
-        for (int64_t i = 0; i < half; ++i) gate[i] = gate[i] / (1.0f + exp_approx(-gate[i]));
-        scalar_t* orow = o + r * half;
-        for (int64_t i = 0; i < half; ++i) orow[i] = from_float<scalar_t>(gate[i] * to_float(row[half + i]));
+        silu_and_mul_row(in + r * width, o + r * half, gate.data(), half);
       }
     });
   });
@@ -210,6 +237,53 @@ void rotary_embedding(at::Tensor q, at::Tensor k, const at::Tensor& positions,
   });
 }
 
+// ---- this step's keys and values into their cache slots ----
+
+template <typename S, typename C>
+void store_rows(const S* k, const S* v, C* k_cache, C* v_cache, const int64_t* slots,
+                int64_t tokens, int64_t row) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (slots[t] < 0) continue;  // a token whose key and value must not be stored
+    const S* ks = k + t * row;
+    const S* vs = v + t * row;
+    C* kd = k_cache + slots[t] * row;
+    C* vd = v_cache + slots[t] * row;
+    for (int64_t i = 0; i < row; ++i) kd[i] = from_float<C>(to_float(ks[i]));
+    for (int64_t i = 0; i < row; ++i) vd[i] = from_float<C>(to_float(vs[i]));
+  }
+}
+
+void store_kv_cache(const at::Tensor& k, const at::Tensor& v, at::Tensor k_cache,
+                    at::Tensor v_cache, const at::Tensor& slot_mapping) {
+  check_cpu(k, "k");
+  check_cpu(v, "v");
+  check_cpu(k_cache, "k_cache");
+  check_cpu(v_cache, "v_cache");
+  TORCH_CHECK(k.dim() == 3 && k.sizes() == v.sizes(), "k and v must both be [T, Hk, D]");
+  TORCH_CHECK(k_cache.dim() == 4 && k_cache.sizes() == v_cache.sizes(),
+              "k_cache and v_cache must both be [N, block_size, Hk, D]");
+  TORCH_CHECK(k.size(1) == k_cache.size(2) && k.size(2) == k_cache.size(3),
+              "k's heads and head size differ from the cache's");
+  TORCH_CHECK(k.scalar_type() == v.scalar_type() && k_cache.scalar_type() == v_cache.scalar_type(),
+              "k and v, and the two caches, must share a dtype");
+  at::Tensor slots = slot_mapping.to(at::kLong).contiguous();
+  TORCH_CHECK(slots.dim() == 1 && slots.size(0) == k.size(0), "slot_mapping must be [T]");
+  const int64_t capacity = k_cache.size(0) * k_cache.size(1);
+  const int64_t* slot = slots.data_ptr<int64_t>();
+  for (int64_t t = 0; t < slots.size(0); ++t) {
+    TORCH_CHECK(slot[t] < capacity, "slot ", slot[t], " of token ", t, " is past the cache's ",
+                capacity, " slots");
+  }
+  const int64_t row = k.size(1) * k.size(2);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, k.scalar_type(), "store_kv_cache", [&] {
+    using S = scalar_t;
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, k_cache.scalar_type(), "store_kv_cache_to", [&] {
+      store_rows<S, scalar_t>(k.data_ptr<S>(), v.data_ptr<S>(), k_cache.data_ptr<scalar_t>(),
+                              v_cache.data_ptr<scalar_t>(), slot, k.size(0), row);
+    });
+  });
+}
+
 // ---- attention over the paged cache ----
 
 // One query row over the first `context` cached positions of a sequence, for one KV head.
@@ -233,18 +307,13 @@ void attend_one(const T* query, float scale, const T* k_cache, const T* v_cache,
     scores[l] = dot(scaled_query.data(), k_cache + offset, head_dim);
     best = std::max(best, scores[l]);
   }
-  float lanes[kLanes] = {0};
-  for (int64_t l = 0; l < context; ++l) {
-    scores[l] = exp_approx(scores[l] - best);
-    lanes[l % kLanes] += scores[l];
-  }
-  const float total = lane_sum(lanes);
+  exp_in_place(scores.data(), best, context);
+  const float total = fixed_sum(scores.data(), context);
   std::fill(acc.begin(), acc.end(), 0.0f);
   for (int64_t l = 0; l < context; ++l) {
     const int64_t block = block_table[l / block_size];
     const T* value = v_cache + (block * block_size + l % block_size) * token_stride + kv_head * head_dim;
-    const float weight = scores[l];
-    for (int64_t d = 0; d < head_dim; ++d) acc[d] += weight * to_float(value[d]);
+    accumulate(acc.data(), scores[l], value, head_dim);
   }
   for (int64_t d = 0; d < head_dim; ++d) out[d] = from_float<T>(acc[d] / total);
 }
@@ -358,6 +427,8 @@ at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k_cache,
 TORCH_LIBRARY(spate_cpu, m) {
   m.def("rms_norm(Tensor x, Tensor weight, float eps, Tensor? residual) -> (Tensor, Tensor)");
   m.def("silu_and_mul(Tensor x) -> Tensor");
+  m.def("store_kv_cache(Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, "
+        "Tensor slot_mapping) -> ()");
   m.def("rotary_embedding(Tensor(a!) q, Tensor(b!) k, Tensor positions, Tensor cos_sin_cache) -> ()");
   m.def("paged_decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
         "Tensor context_lens, float scale) -> Tensor");
@@ -368,6 +439,7 @@ TORCH_LIBRARY(spate_cpu, m) {
 TORCH_LIBRARY_IMPL(spate_cpu, CPU, m) {
   m.impl("rms_norm", TORCH_FN(rms_norm));
   m.impl("silu_and_mul", TORCH_FN(silu_and_mul));
+  m.impl("store_kv_cache", TORCH_FN(store_kv_cache));
   m.impl("rotary_embedding", TORCH_FN(rotary_embedding));
   m.impl("paged_decode_attention", TORCH_FN(paged_decode_attention));
   m.impl("prefill_attention", TORCH_FN(prefill_attention));

@@ -55,6 +55,18 @@ def test_rotary_embedding_matches_the_reference(dtype, assert_close):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_store_kv_cache_writes_what_the_reference_writes(dtype):
+    k, v = randn(5, 3, 64, seed=20, dtype=dtype), randn(5, 3, 64, seed=21, dtype=dtype)
+    slots = torch.tensor([0, 17, -1, 33, 5])  # -1: not stored
+    caches = [torch.zeros(4, 16, 3, 64, dtype=dtype) for _ in range(4)]
+    cpu_ops.store_kv_cache(k, v, caches[0], caches[1], slots)
+    kernels.store_kv_cache_ref(k, v, caches[2], caches[3], slots)
+    assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
+    with pytest.raises(RuntimeError, match="past the cache"):
+        cpu_ops.store_kv_cache(k, v, caches[0], caches[1], torch.tensor([0, 1, 2, 3, 64]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_decode_attention_matches_the_reference(dtype, make_paged_batch, assert_close):
     batch = make_paged_batch([1, 17, 0, 90, 33], block_size=16, num_kv_heads=3, head_dim=64,
                              dtype=dtype)
