@@ -65,6 +65,8 @@ def load() -> bool:
 
             _put_ninja_on_path()
             name = f"spate_cpu_{_cpu_signature()}"
+            log.info("loading the fused CPU ops %s (compiled the first time on a machine, "
+                     "in about 20 s)", name)
             build(
                 name=name,
                 sources=[str(SOURCE)],
