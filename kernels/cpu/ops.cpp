@@ -224,6 +224,13 @@ void rotary_embedding(at::Tensor q, at::Tensor k, const at::Tensor& positions,
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3, "q and k must be [T, H, D]");
   TORCH_CHECK(q.scalar_type() == k.scalar_type(), "q and k must share a dtype");
   at::Tensor pos = positions.to(at::kLong).contiguous();
+  const int64_t* position = pos.data_ptr<int64_t>();
+  TORCH_CHECK(pos.numel() == q.size(0) && k.size(0) == q.size(0),
+              "positions, q and k need one row per token");
+  for (int64_t t = 0; t < pos.numel(); ++t) {
+    TORCH_CHECK(position[t] >= 0 && position[t] < cos_sin_cache.size(0), "position ", position[t],
+                " of token ", t, " is outside the rotary table's ", cos_sin_cache.size(0), " rows");
+  }
   const int64_t tokens = q.size(0);
   const int64_t head_dim = q.size(2);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "rotary_embedding", [&] {
@@ -318,6 +325,15 @@ void attend_one(const T* query, float scale, const T* k_cache, const T* v_cache,
   for (int64_t d = 0; d < head_dim; ++d) out[d] = from_float<T>(acc[d] / total);
 }
 
+// The blocks a sequence's first `context` positions sit in must exist in the cache.
+void check_blocks(const int32_t* table, int64_t context, int64_t block_size, int64_t num_blocks,
+                  int64_t seq) {
+  for (int64_t i = 0; i < (context + block_size - 1) / block_size; ++i) {
+    TORCH_CHECK(table[i] >= 0 && table[i] < num_blocks, "block table entry ", i, " of row ", seq,
+                " is ", table[i], ", not one of the cache's ", num_blocks, " blocks");
+  }
+}
+
 void check_paged(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                  const at::Tensor& block_tables, const at::Tensor& context_lens) {
   check_cpu(q, "q");
@@ -350,6 +366,8 @@ at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k_cache
   for (int64_t b = 0; b < batch; ++b) {
     TORCH_CHECK(lengths[b] >= 0 && lengths[b] <= table_width * block_size,
                 "context length ", lengths[b], " of row ", b, " exceeds its block table");
+    check_blocks(block_tables.data_ptr<int32_t>() + b * table_width, lengths[b], block_size,
+                 k_cache.size(0), b);
   }
   at::Tensor out = at::empty_like(q);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "paged_decode_attention", [&] {
@@ -397,6 +415,8 @@ at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k_cache,
                 " is shorter than its ", q_len, " new tokens");
     TORCH_CHECK(lengths[s] <= table_width * block_size,
                 "context length ", lengths[s], " of sequence ", s, " exceeds its block table");
+    check_blocks(block_tables.data_ptr<int32_t>() + s * table_width, lengths[s], block_size,
+                 k_cache.size(0), s);
     for (int64_t i = 0; i < q_len; ++i) {
       row_seq[first[s] + i] = s;
       row_context[first[s] + i] = lengths[s] - q_len + i + 1;

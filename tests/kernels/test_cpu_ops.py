@@ -155,3 +155,14 @@ def test_bad_inputs_are_refused_with_a_message(make_paged_batch):
         )
     with pytest.raises(RuntimeError, match="last dim must be even"):
         cpu_ops.silu_and_mul(torch.ones(2, 5))
+    broken_table = batch.block_tables.clone()
+    broken_table[0, 0] = 10_000
+    with pytest.raises(RuntimeError, match="not one of the cache's"):
+        cpu_ops.paged_decode_attention(
+            q, batch.k_cache, batch.v_cache, broken_table, batch.context_lens, 0.125
+        )
+    with pytest.raises(RuntimeError, match="outside the rotary table"):
+        cpu_ops.rotary_embedding(
+            randn(1, 9, 64, seed=17), randn(1, 3, 64, seed=18), torch.tensor([64]),
+            randn(64, 64, seed=19),
+        )
