@@ -20,6 +20,8 @@ from tests.processes import SpateProcess, wait_http
 
 # Events handed back while Redis was down come again a second later.
 CATCH_UP_S = 5.0
+# The store projection's consumer: an unacknowledged event comes back after this.
+PROJECTION_ACK_WAIT_S = 30.0
 
 
 class RestartableRedis:
@@ -130,8 +132,10 @@ def test_redis_down_mid_stream(store_api: str, redis_server: RestartableRedis) -
         for part in item["content"] if part["type"] == "output_text")
     assert stored_text == streamed_text
     assert stored["status"] == events[-1]["response"]["status"]
-    # Caught up, the projection's lag is back to nothing.
-    deadline = time.monotonic() + CATCH_UP_S
+    # Caught up, the projection's lag is back to nothing: at the latest once an event that
+    # was in the projector's hands when Redis went away is redelivered, after the
+    # projection consumer's ack wait.
+    deadline = time.monotonic() + CATCH_UP_S + PROJECTION_ACK_WAIT_S
     while projection_lag(store_api) > 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert projection_lag(store_api) == 0
