@@ -96,6 +96,7 @@ def rms_norm_ref(
     if residual is not None:
         residual = (x + residual).to(residual.dtype)
         x = residual
-    # torch's fused form, one pass instead of six ops, on fp32 statistics and weight.
+    # One call on fp32 statistics and weight (on a CPU torch still runs it as several ops;
+    # the "cpu" backend fuses it with the residual add, kernels/cpu_ops.py).
     out = F.rms_norm(x.float(), (x.shape[-1],), weight.float(), eps).to(out_dtype)
     return out if residual is None else (out, residual)
