@@ -123,7 +123,8 @@ def print_profile(engine: LLMEngine, steps: int, rows: int) -> None:
 
 
 def llama_cpp_decode_rates(
-    binary: str, gguf: Path, concurrency: list[int], prompt_tokens: int, threads: int
+    binary: str, gguf: Path, concurrency: list[int], prompt_tokens: int, threads: int,
+    extra_args: list[str] | None = None,
 ) -> dict[int, float]:
     """llama.cpp's text-generation tokens per second in total at each concurrency, from
     `llama-batched-bench` (each sequence its own prompt, 128 generated tokens)."""
@@ -143,6 +144,7 @@ def llama_cpp_decode_rates(
         str(threads),
         "-tb",
         str(threads),
+        *(extra_args or []),
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=1800)
     rates = parse_batched_bench(result.stdout)
@@ -200,6 +202,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, float]]:
         "--llama-batched-bench",
         metavar="PATH",
         help="llama.cpp's llama-batched-bench binary: run it as the baseline (GGUF models only)",
+    )
+    parser.add_argument(
+        "--llama-args",
+        default="",
+        metavar="ARGS",
+        help="more arguments for llama.cpp, split at spaces (e.g. --llama-args=-nr where its "
+        "AMX repacking crashes)",
     )
     parser.add_argument(
         "--profile",
@@ -267,6 +276,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, float]]:
                 args.concurrency,
                 round(sum(lengths) / len(lengths)),
                 torch.get_num_threads(),
+                args.llama_args.split(),
             )
             for concurrency in args.concurrency:
                 measured.setdefault("llama.cpp", {}).setdefault(concurrency, []).append(

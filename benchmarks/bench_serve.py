@@ -63,7 +63,7 @@ def spate_server(name: str, weights: str, num_threads: int | None) -> Server:
 
 
 def llama_server(binary: str, gguf: Path, decode_threads: int, cores: int, slots: int,
-                 context_per_slot: int) -> Server:
+                 context_per_slot: int, extra_args: list[str] | None = None) -> Server:
     """llama.cpp's server on the same file: one slot per concurrent stream (its batch),
     decode threads as spate's worker, every core for batches (prompts, and decode steps
     of several sequences)."""
@@ -72,7 +72,7 @@ def llama_server(binary: str, gguf: Path, decode_threads: int, cores: int, slots
         return [
             binary, "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
             "-t", str(decode_threads), "-tb", str(cores), "-np", str(slots),
-            "-c", str(slots * context_per_slot), "--jinja",
+            "-c", str(slots * context_per_slot), "--jinja", *(extra_args or []),
         ]
 
     return Server("llama-server", command, "/health")
@@ -240,6 +240,11 @@ def main(argv: list[str] | None = None) -> Results:
         "--llama-server", metavar="PATH",
         help="llama.cpp's llama-server binary: serve the same GGUF file as the peer",
     )
+    parser.add_argument(
+        "--llama-args", default="", metavar="ARGS",
+        help="more arguments for llama-server, split at spaces (e.g. --llama-args=-nr where "
+        "its AMX repacking crashes)",
+    )
     args = parser.parse_args(argv)
 
     cores = usable_cpu_count()
@@ -255,6 +260,7 @@ def main(argv: list[str] | None = None) -> Results:
             llama_server(
                 args.llama_server, served_model_path(MODEL), default_threads, cores,
                 slots=max(args.streams), context_per_slot=args.tokens + 256,
+                extra_args=args.llama_args.split(),
             )
         )
     results: Results = {}

@@ -26,9 +26,12 @@ from typing import Any
 import torch
 
 SOURCE = Path(__file__).resolve().parent / "cpu" / "ops.cpp"
-# -ffp-contract=off: no fused multiply-adds, so a row's bits are the same whatever vector
-# width the compiler picks for this machine.
-CFLAGS = ["-O3", "-march=native", "-ffp-contract=off"]
+# -ffp-contract=off: no fused multiply-adds the source does not ask for, so a row's bits
+# are the same whatever vector width the compiler picks for this machine. -fopenmp: without
+# it at::parallel_for runs every op on one thread; the library then uses the OpenMP
+# runtime torch has already loaded (the same soname), so one thread pool serves both.
+CFLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"]
+LDFLAGS = ["-fopenmp"]
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -71,6 +74,7 @@ def load() -> bool:
                 name=name,
                 sources=[str(SOURCE)],
                 extra_cflags=CFLAGS,
+                extra_ldflags=LDFLAGS,
                 build_directory=_build_directory(name),
                 is_python_module=False,
                 verbose=False,

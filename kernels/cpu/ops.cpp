@@ -9,10 +9,12 @@
 // token gets the bits a decode step would have given it (docs/reliability.md).
 
 #include <ATen/ATen.h>
+#include <immintrin.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -442,6 +444,261 @@ at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k_cache,
   return out;
 }
 
+// ---- Linear layers over a GGUF file's own 4- and 8-bit weights ----
+//
+// weight[n, k] = scale[n, g] * code[n, k] (+ min[n, g]), g = k / 32, read as the file
+// stores it: Q4 codes two to a byte (byte j of a group: code j low, code j + 16 high),
+// Q8 codes one to a byte. Each group is decoded in registers to exactly the float32
+// weights GroupQuantized.dequantize gives, and one output value is one thread's sum
+//   acc[j] = fma(w[k], x[k], acc[j]) over k = 32 g + j and then 32 g + 16 + j, g rising,
+// reduced by lane_sum's tree. The row tile only decides how many rows share one
+// decoding of a group, so a row's bits depend neither on its batch, nor on the thread
+// count, nor on the vector width (16 lanes on any ISA, and a fused multiply-add rounds
+// once whether an instruction or std::fma computes it).
+
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+
+constexpr int64_t kGroup = 32;
+constexpr int64_t kRowBlock = 64;  // output rows whose weights stay in cache across tiles
+
+inline f32x16 load_f32x16(const float* p) {
+  f32x16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline float lane_sum(f32x16 v) {
+  float lanes[kLanes];
+  std::memcpy(lanes, &v, sizeof lanes);
+  return lane_sum(lanes);
+}
+
+// a * b + c, rounded once.
+inline f32x16 fma_f32x16(f32x16 a, f32x16 b, f32x16 c) {
+#if defined(__AVX512F__)
+  __m512 va, vb, vc;
+  std::memcpy(&va, &a, sizeof a);
+  std::memcpy(&vb, &b, sizeof b);
+  std::memcpy(&vc, &c, sizeof c);
+  const __m512 r = _mm512_fmadd_ps(va, vb, vc);
+  std::memcpy(&c, &r, sizeof c);
+#elif defined(__FMA__)
+  __m256 va[2], vb[2], vc[2];
+  std::memcpy(va, &a, sizeof a);
+  std::memcpy(vb, &b, sizeof b);
+  std::memcpy(vc, &c, sizeof c);
+  vc[0] = _mm256_fmadd_ps(va[0], vb[0], vc[0]);
+  vc[1] = _mm256_fmadd_ps(va[1], vb[1], vc[1]);
+  std::memcpy(&c, vc, sizeof c);
+#else
+  for (int j = 0; j < kLanes; ++j) c[j] = std::fma(a[j], b[j], c[j]);
+#endif
+  return c;
+}
+
+// Sixteen bytes widened to int32. Integer to float is exact, so the intrinsics (GCC
+// lowers a byte-to-int vector conversion one lane at a time) change no bits, only speed.
+inline i32x16 widen_bytes(const uint8_t* bytes, bool is_signed) {
+  i32x16 wide;
+#if defined(__AVX512F__)
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes));
+  const __m512i v = is_signed ? _mm512_cvtepi8_epi32(packed) : _mm512_cvtepu8_epi32(packed);
+  std::memcpy(&wide, &v, sizeof wide);
+#elif defined(__AVX2__)
+  const __m128i first = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes));
+  const __m128i second = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + 8));
+  const __m256i halves[2] = {
+      is_signed ? _mm256_cvtepi8_epi32(first) : _mm256_cvtepu8_epi32(first),
+      is_signed ? _mm256_cvtepi8_epi32(second) : _mm256_cvtepu8_epi32(second)};
+  std::memcpy(&wide, halves, sizeof wide);
+#else
+  for (int j = 0; j < kLanes; ++j) {
+    wide[j] = is_signed ? static_cast<int32_t>(static_cast<int8_t>(bytes[j])) : bytes[j];
+  }
+#endif
+  return wide;
+}
+
+// One group's 32 weights, as dequantize() computes them: lo holds 0..15, hi 16..31.
+template <int kBits, typename S>
+inline void decode_group(const uint8_t* codes, int32_t offset, const S* scale, const S* min,
+                         f32x16& lo, f32x16& hi) {
+  const float d = to_float(*scale);
+  const float m = min == nullptr ? 0.0f : to_float(*min);
+  if constexpr (kBits == 4) {
+    const i32x16 wide = widen_bytes(codes, false);
+#if defined(__AVX512F__)
+    // All 16 values a nibble can stand for, computed as dequantize() does, then each
+    // weight picked from them by its nibble (vpermps reads an index's low 4 bits).
+    const f32x16 values = __builtin_convertvector(
+        i32x16{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} - offset, f32x16);
+    f32x16 table = values * d;
+    if (min != nullptr) table = table + m;
+    __m512 t;
+    __m512i low, high;
+    std::memcpy(&t, &table, sizeof t);
+    std::memcpy(&low, &wide, sizeof low);
+    high = _mm512_srli_epi32(low, 4);
+    const __m512 picked_lo = _mm512_permutexvar_ps(low, t);
+    const __m512 picked_hi = _mm512_permutexvar_ps(high, t);
+    std::memcpy(&lo, &picked_lo, sizeof lo);
+    std::memcpy(&hi, &picked_hi, sizeof hi);
+    return;
+#else
+    lo = __builtin_convertvector((wide & 15) - offset, f32x16);
+    hi = __builtin_convertvector((wide >> 4) - offset, f32x16);
+#endif
+  } else {
+    lo = __builtin_convertvector(widen_bytes(codes, true), f32x16);
+    hi = __builtin_convertvector(widen_bytes(codes + 16, true), f32x16);
+  }
+  lo = lo * d;
+  hi = hi * d;
+  if (min != nullptr) {
+    lo = lo + m;
+    hi = hi + m;
+  }
+}
+
+// sums[r * kCols + c] = <weight row c, x row r> for kRows rows of x and kCols weight rows
+// (a tile of independent sums, so that no one chain of multiply-adds sets the pace).
+template <int kBits, int kRows, int kCols, typename S>
+inline void tile_dots(const uint8_t* codes, int64_t row_bytes, const S* scales,
+                      const S* mins, int64_t groups, int32_t offset, const float* x,
+                      int64_t in_features, float* sums) {
+  constexpr int64_t group_bytes = kGroup * kBits / 8;
+  f32x16 acc[kRows][kCols];
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kCols; ++c) acc[r][c] = f32x16{};
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    f32x16 lo[kCols], hi[kCols];
+    for (int c = 0; c < kCols; ++c) {
+      decode_group<kBits, S>(codes + c * row_bytes + g * group_bytes, offset,
+                             scales + c * groups + g,
+                             mins == nullptr ? nullptr : mins + c * groups + g, lo[c], hi[c]);
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const float* xg = x + r * in_features + g * kGroup;
+      const f32x16 x_lo = load_f32x16(xg), x_hi = load_f32x16(xg + 16);
+      for (int c = 0; c < kCols; ++c) {
+        acc[r][c] = fma_f32x16(lo[c], x_lo, acc[r][c]);
+        acc[r][c] = fma_f32x16(hi[c], x_hi, acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kCols; ++c) sums[r * kCols + c] = lane_sum(acc[r][c]);
+  }
+}
+
+constexpr int kMaxRows = 8;      // rows of x in one tile
+constexpr int kMaxTileSums = 16;  // sums in one tile
+
+template <int kBits, typename S>
+void quantized_rows(const float* x, const uint8_t* codes, const S* scales, const S* mins,
+                    int32_t offset, int64_t rows, int64_t in_features, int64_t out_features,
+                    float* out) {
+  const int64_t groups = in_features / kGroup;
+  const int64_t row_bytes = in_features * kBits / 8;
+  at::parallel_for(0, out_features, 16, [&](int64_t begin, int64_t end) {
+    float sums[kMaxTileSums];
+    for (int64_t block = begin; block < end; block += kRowBlock) {
+      const int64_t block_end = std::min(end, block + kRowBlock);
+      for (int64_t m = 0; m < rows;) {
+        // Tiles of 8, 4, 2 or 1 rows of x; one or two rows of x pair with four weight
+        // rows, more with two: each decoded group serves as many multiply-adds as the
+        // registers hold.
+        const int64_t left = rows - m;
+        const int tile_rows = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        const int wide = tile_rows <= 2 ? 4 : 2;
+        for (int64_t n = block; n < block_end;) {
+          const int cols = block_end - n >= wide ? wide : 1;
+          const uint8_t* c = codes + n * row_bytes;
+          const S* sc = scales + n * groups;
+          const S* mn = mins == nullptr ? nullptr : mins + n * groups;
+          const float* xm = x + m * in_features;
+#define SPATE_TILE(R, C)                                                                   \
+  if (tile_rows == R && cols == C) {                                                       \
+    tile_dots<kBits, R, C, S>(c, row_bytes, sc, mn, groups, offset, xm, in_features, sums); \
+  }
+          SPATE_TILE(1, 4) SPATE_TILE(1, 1)
+          SPATE_TILE(2, 4) SPATE_TILE(2, 1)
+          SPATE_TILE(4, 2) SPATE_TILE(4, 1)
+          SPATE_TILE(8, 2) SPATE_TILE(8, 1)
+#undef SPATE_TILE
+          for (int r = 0; r < tile_rows; ++r) {
+            for (int j = 0; j < cols; ++j) out[(m + r) * out_features + n + j] = sums[r * cols + j];
+          }
+          n += cols;
+        }
+        m += tile_rows;
+      }
+    }
+  });
+}
+
+// x [M, K] float32 times the quantized weight [N, K] transposed: [M, N] float32.
+// codes: [N, K / 2] uint8 (bits 4, stored code = value + offset) or [N, K] int8 (bits 8);
+// scales and mins (Q4_1 only): [N, K / 32] float32.
+at::Tensor quantized_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
+                            const c10::optional<at::Tensor>& mins, int64_t bits, int64_t offset) {
+  check_cpu(x, "x");
+  check_cpu(codes, "codes");
+  check_cpu(scales, "scales");
+  TORCH_CHECK(bits == 4 || bits == 8, "bits must be 4 or 8, got ", bits);
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(),
+              "x must be a contiguous [M, K] float32 tensor");
+  TORCH_CHECK(codes.dim() == 2 && codes.is_contiguous() && codes.element_size() == 1,
+              "codes must be a contiguous [N, K * bits / 8] tensor of bytes");
+  const int64_t rows = x.size(0), in_features = x.size(1), out_features = codes.size(0);
+  TORCH_CHECK(in_features % kGroup == 0, "K = ", in_features, " is not a multiple of ", kGroup);
+  TORCH_CHECK(codes.size(1) * 8 == in_features * bits, "codes hold ", codes.size(1),
+              " bytes per row, K = ", in_features, " at ", bits, " bits needs ",
+              in_features * bits / 8);
+  const int64_t groups = in_features / kGroup;
+  TORCH_CHECK(scales.dim() == 2 && scales.is_contiguous() && scales.size(0) == out_features &&
+                  scales.size(1) == groups,
+              "scales must be a contiguous [N, K / 32] tensor");
+  TORCH_CHECK(scales.scalar_type() == at::kFloat, "scales must be float32");
+  const at::Tensor* min_tensor = nullptr;
+  if (mins.has_value() && mins->defined()) {
+    check_cpu(*mins, "mins");
+    TORCH_CHECK(mins->sizes() == scales.sizes() && mins->scalar_type() == scales.scalar_type() &&
+                    mins->is_contiguous(),
+                "mins must be contiguous and match scales in shape and dtype");
+    min_tensor = &*mins;
+  }
+  at::Tensor out = at::empty({rows, out_features}, x.options());
+  if (rows == 0 || out_features == 0) return out;
+  const uint8_t* code_bytes = static_cast<const uint8_t*>(codes.data_ptr());
+  const int32_t code_offset = static_cast<int32_t>(offset);
+  const float* scale_data = scales.data_ptr<float>();
+  const float* min_data = min_tensor == nullptr ? nullptr : min_tensor->data_ptr<float>();
+  if (bits == 4) {
+    quantized_rows<4, float>(x.data_ptr<float>(), code_bytes, scale_data, min_data, code_offset,
+                             rows, in_features, out_features, out.data_ptr<float>());
+  } else {
+    quantized_rows<8, float>(x.data_ptr<float>(), code_bytes, scale_data, min_data, code_offset,
+                             rows, in_features, out_features, out.data_ptr<float>());
+  }
+  return out;
+}
+
+// How many threads at::parallel_for runs a wide loop on here: at::get_num_threads() when
+// the library is built with OpenMP, 1 when it is not (the pragma is then ignored).
+int64_t parallel_threads() {
+  std::atomic<int64_t> most{1};
+  at::parallel_for(0, 1024, 1, [&](int64_t, int64_t) {
+    const int64_t seen = at::get_thread_num() + 1;
+    int64_t known = most.load();
+    while (seen > known && !most.compare_exchange_weak(known, seen)) {
+    }
+  });
+  return most.load();
+}
+
 }  // namespace
 
 TORCH_LIBRARY(spate_cpu, m) {
@@ -454,6 +711,9 @@ TORCH_LIBRARY(spate_cpu, m) {
         "Tensor context_lens, float scale) -> Tensor");
   m.def("prefill_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
         "Tensor cu_seqlens_q, Tensor context_lens, float scale) -> Tensor");
+  m.def("parallel_threads() -> int", &parallel_threads);  // no tensor to dispatch on
+  m.def("quantized_linear(Tensor x, Tensor codes, Tensor scales, Tensor? mins, int bits, "
+        "int offset) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(spate_cpu, CPU, m) {
@@ -463,4 +723,5 @@ TORCH_LIBRARY_IMPL(spate_cpu, CPU, m) {
   m.impl("rotary_embedding", TORCH_FN(rotary_embedding));
   m.impl("paged_decode_attention", TORCH_FN(paged_decode_attention));
   m.impl("prefill_attention", TORCH_FN(prefill_attention));
+  m.impl("quantized_linear", TORCH_FN(quantized_linear));
 }

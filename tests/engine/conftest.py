@@ -79,8 +79,9 @@ def served_model():
 
 @pytest.fixture(scope="session")
 def quantized_model():
-    """The default model computing with its GGUF file's own Q4_1 / Q8_0 weights (in
-    bfloat16 inside the matmuls, float32 between them, as a CPU worker serves it)."""
+    """The default model computing with its GGUF file's own Q4_1 / Q8_0 weights, float32
+    activations, as a CPU worker serves `--weights quantized` (exact float32 matmuls
+    where the fused CPU ops build, torch's bfloat16 ones elsewhere)."""
     from workers.model import load_model
 
     return load_model(DEFAULT_MODEL, weights="quantized")

@@ -166,3 +166,15 @@ def test_bad_inputs_are_refused_with_a_message(make_paged_batch):
             randn(1, 9, 64, seed=17), randn(1, 3, 64, seed=18), torch.tensor([64]),
             randn(64, 64, seed=19),
         )
+
+
+def test_the_ops_run_on_every_thread_torch_is_given() -> None:
+    """Built without OpenMP, at::parallel_for would run each op on one thread."""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert torch.ops.spate_cpu.parallel_threads() == 2
+        torch.set_num_threads(1)
+        assert torch.ops.spate_cpu.parallel_threads() == 1
+    finally:
+        torch.set_num_threads(threads)

@@ -1,8 +1,10 @@
 """Linear layers that compute with a GGUF file's own 4- and 8-bit weights on a CPU.
 
 Decoding one token reads every weight once, so at small batches a step costs what its
-weights weigh: 4-bit groups are about a quarter of bf16. torch's weight-only matmuls
-(`_weight_int4pack_mm_for_cpu`, `_weight_int8pack_mm`) read them as they are.
+weights weigh: 4-bit groups are about a quarter of bf16. Where the fused CPU ops build
+(kernels/cpu_ops.py), `GroupLinear` reads the file's blocks as they are and computes in
+float32 with exactly the dequantized weights; elsewhere torch's weight-only matmuls
+(`_weight_int4pack_mm_for_cpu`, `_weight_int8pack_mm`) compute in bfloat16.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from kernels import cpu_ops
 from workers.model.group_quantized import GROUP_SIZE, GroupQuantized, concat_rows
 from workers.model.weights import FUSED_PROJECTIONS
 
@@ -23,12 +26,56 @@ _INNER_K_TILES = 8
 
 def quantized_matmuls_available(device: torch.device) -> bool:
     ops = torch.ops.aten
-    return (
-        device.type == "cpu"
-        and hasattr(ops, "_weight_int4pack_mm_for_cpu")
+    return device.type == "cpu" and (
+        cpu_ops.available()
+        or hasattr(ops, "_weight_int4pack_mm_for_cpu")
         and hasattr(ops, "_convert_weight_to_int4pack_for_cpu")
         and hasattr(ops, "_weight_int8pack_mm")
     )
+
+
+class GroupLinear(nn.Module):
+    """A Q4_0 / Q4_1 / Q8_0 weight computed by the fused CPU op `quantized_linear`.
+
+    Each group of 32 is decoded in registers to exactly the float32 weights
+    GroupQuantized.dequantize gives, and each output is one thread's float32 sum in one
+    fixed order (kernels/cpu/ops.cpp): a row's bits depend neither on its batch nor on
+    the thread count, and the only difference from the dequantized reference is the
+    order of the sum. Inputs of any float dtype are computed in float32.
+    """
+
+    def __init__(self, weight: GroupQuantized, bias: torch.Tensor | None):
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        self.bits = weight.bits
+        codes = weight.codes
+        self.offset = 0
+        if self.bits == 4:
+            if weight.mins is None:  # Q4_0: codes -8..7 are stored as 0..15
+                codes = codes.to(torch.int16) + _INT4_OFFSET
+                self.offset = _INT4_OFFSET
+            # Byte j of a group: code j in the low nibble, code j + 16 in the high one,
+            # as the file stores it.
+            grouped = codes.to(torch.uint8).reshape(self.out_features, -1, 2, GROUP_SIZE // 2)
+            codes = grouped[:, :, 0] | (grouped[:, :, 1] << 4)
+            codes = codes.reshape(self.out_features, self.in_features // 2)
+        self.register_buffer("codes", codes.contiguous())
+        # float32: a GGUF file's float16 scales would read a fifth fewer bytes, but
+        # converting them costs the kernel more than that saves.
+        self.register_buffer("scales", weight.scales.float().contiguous())
+        mins = weight.mins
+        self.register_buffer("mins", None if mins is None else mins.float().contiguous())
+        self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features).to(torch.float32).contiguous()
+        out: torch.Tensor = torch.ops.spate_cpu.quantized_linear(
+            flat, self.codes, self.scales, self.mins, self.bits, self.offset
+        )
+        bias = self.bias
+        if isinstance(bias, torch.Tensor):
+            out = out + bias
+        return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
 
 
 class Int4Linear(nn.Module):
@@ -111,8 +158,11 @@ COMPUTE_DTYPE = torch.bfloat16
 def quantized_linear(
     weight: GroupQuantized, bias: torch.Tensor | None, dtype: torch.dtype = COMPUTE_DTYPE
 ) -> nn.Module:
-    """The quantized form of a linear layer, computing in `dtype` and answering in the
-    dtype of its input."""
+    """The quantized form of a linear layer, answering in the dtype of its input: the
+    fused op's exact float32 `GroupLinear` where the fused CPU ops build, else torch's
+    kernels computing in `dtype`."""
+    if cpu_ops.available():
+        return GroupLinear(weight, bias)
     if weight.bits == 4:
         return Int4Linear(weight, bias, dtype)
     return Int8Linear(weight, bias, dtype)
