@@ -9,6 +9,9 @@
 // token gets the bits a decode step would have given it (docs/reliability.md).
 
 #include <ATen/ATen.h>
+#ifndef SPATE_PREFETCH_TILES
+#define SPATE_PREFETCH_TILES 2
+#endif
 #include <immintrin.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -461,6 +464,7 @@ typedef int32_t i32x16 __attribute__((vector_size(64)));
 
 constexpr int64_t kGroup = 32;
 constexpr int64_t kRowBlock = 64;  // output rows whose weights stay in cache across tiles
+constexpr int64_t kPrefetchTiles = SPATE_PREFETCH_TILES;  // how far ahead weights are fetched
 
 inline f32x16 load_f32x16(const float* p) {
   f32x16 v;
@@ -572,7 +576,20 @@ inline void tile_dots(const uint8_t* codes, int64_t row_bytes, const S* scales,
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < kCols; ++c) acc[r][c] = f32x16{};
   }
+  // The next tiles' weight rows follow this tile's in memory: fetch them while this one
+  // computes, spread over its groups (the hardware prefetcher loses track of this many
+  // short interleaved streams).
+  const int64_t tile_bytes = kCols * row_bytes;
+  const char* next_codes = reinterpret_cast<const char*>(codes) + kPrefetchTiles * tile_bytes;
+  const char* next_scales = reinterpret_cast<const char*>(scales + kPrefetchTiles * kCols * groups);
+  const char* next_mins =
+      mins == nullptr ? nullptr : reinterpret_cast<const char*>(mins + kPrefetchTiles * kCols * groups);
   for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t line = 0; line < kCols * group_bytes; line += 64) {
+      __builtin_prefetch(next_codes + g * kCols * group_bytes + line);
+    }
+    __builtin_prefetch(next_scales + g * kCols * sizeof(S));
+    if (next_mins != nullptr) __builtin_prefetch(next_mins + g * kCols * sizeof(S));
     f32x16 lo[kCols], hi[kCols];
     for (int c = 0; c < kCols; ++c) {
       decode_group<kBits, S>(codes + c * row_bytes + g * group_bytes, offset,
