@@ -57,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                        "its linears computing in bfloat16 where the CPU has native bf16)")
     serve.add_argument("--weights", default=None, choices=WEIGHTS,
                        help="linear weights on a CPU: the GGUF file's quantized groups, or bf16: "
-                       "dense in the model's dtype (default auto: bf16)")
+                       "dense in the model's dtype (default auto: quantized where the fused "
+                       "CPU ops run on a quantized GGUF file, else bf16)")
     serve.add_argument("--metrics-port", type=int, default=None,
                        help="serve the worker's Prometheus metrics on this port (default: "
                        "none; the API's are on its own port at /metrics)")
@@ -79,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
                         "its linears computing in bfloat16 where the CPU has native bf16)")
     worker.add_argument("--weights", default=None, choices=WEIGHTS,
                         help="linear weights on a CPU: the GGUF file's quantized groups, or bf16: "
-                        "dense in the model's dtype (default auto: bf16)")
+                        "dense in the model's dtype (default auto: quantized where the fused "
+                        "CPU ops run on a quantized GGUF file, else bf16)")
     worker.add_argument("--max-num-seqs", type=int, default=None)
     worker.add_argument("--num-threads", type=int, default=None,
                         help="decode threads on a CPU (default: every usable core; prefill "

@@ -31,8 +31,9 @@ class WorkerSettings(JournalSettings):
     # dense linears compute in bfloat16 where it has native bf16 (AVX512-BF16 or AMX).
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     # What the linear layers compute with on a CPU: `quantized` (the GGUF file's own 4/8-bit
-    # groups, torch's weight-only int4/int8 matmuls), `bf16` (dense weights in `dtype`), or
-    # `auto`: bf16 (workers.model.loader says why).
+    # groups: the fused CPU op, exact in float32, or torch's int4/int8 matmuls without it),
+    # `bf16` (dense weights in `dtype`), or `auto`: quantized where the fused CPU ops run
+    # on a quantized GGUF file, bf16 elsewhere (workers.model.loader says why).
     weights: Literal["auto", "quantized", "bf16"] = "auto"
     max_num_seqs: int = Field(default=64, ge=1)
     # Threads of the CPU path's decode steps (prefill uses every core); None: every usable

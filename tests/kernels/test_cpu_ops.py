@@ -4,6 +4,8 @@ prefill attention gives each query the bits decode attention gives it at that po
 
 from __future__ import annotations
 
+import platform
+
 import pytest
 import torch
 
@@ -178,3 +180,49 @@ def test_the_ops_run_on_every_thread_torch_is_given() -> None:
         assert torch.ops.spate_cpu.parallel_threads() == 1
     finally:
         torch.set_num_threads(threads)
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or not {"avx512f", "avx2", "fma"} <= _cpu_flags(),
+    reason="needs an x86 CPU with AVX-512 to compare against an AVX2 build",
+)
+def test_quantized_linear_gives_the_same_bits_built_for_avx2(tmp_path) -> None:
+    """Workers on different CPUs resume each other's responses: the op's bits must not
+    depend on the vector width it was compiled for (16 fixed lanes, one rounding per
+    fused multiply-add). The same source built for AVX2 + FMA must agree bit for bit."""
+    from torch.utils.cpp_extension import load as build
+
+    source = cpu_ops.SOURCE.read_text().replace("(spate_cpu", "(spate_avx2_check")
+    copy = tmp_path / "ops_avx2.cpp"
+    copy.write_text(source)
+    cpu_ops._put_ninja_on_path()
+    flags = [flag for flag in cpu_ops.CFLAGS if not flag.startswith("-march")]
+    build(
+        name="spate_avx2_check", sources=[str(copy)], extra_cflags=[*flags, "-march=x86-64-v3"],
+        extra_ldflags=cpu_ops.LDFLAGS, build_directory=str(tmp_path), is_python_module=False,
+    )
+    native, avx2 = torch.ops.spate_cpu.quantized_linear, torch.ops.spate_avx2_check.quantized_linear
+    generator = torch.Generator().manual_seed(0)
+    for bits, rows, columns in ((4, 960, 576), (8, 576, 1536)):
+        codes = torch.randint(0, 256, (rows, columns * bits // 8), generator=generator,
+                              dtype=torch.uint8)
+        if bits == 8:
+            codes = codes.view(torch.int8)
+        scales = torch.rand(rows, columns // 32, generator=generator) * 0.01
+        mins = (torch.rand(rows, columns // 32, generator=generator) - 0.5) * 0.1
+        for offset, with_mins in ((0, True), (8, False)) if bits == 4 else ((0, False),):
+            for batch in (1, 3, 8, 33):
+                x = torch.randn(batch, columns, generator=generator)
+                args = (x, codes, scales, mins if with_mins else None, bits, offset)
+                assert torch.equal(native(*args), avx2(*args)), (bits, offset, batch)

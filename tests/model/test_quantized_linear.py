@@ -31,6 +31,7 @@ pytestmark = pytest.mark.skipif(
     not quantized_matmuls_available(torch.device("cpu")), reason="no weight-only CPU matmuls"
 )
 FIXTURE = Path(__file__).parent / "fixtures" / "smollm2_logits.npz"
+needs_fused_ops = pytest.mark.skipif(not cpu_ops.available(), reason="no fused CPU ops")
 # Against transformers in float32 on the dequantized weights (the logit fixture), over
 # logits that span about 35. The fused op computes with exactly the dequantized weights
 # in float32, so only the order of sums differs (measured 4e-5, mean 7e-6); torch's
@@ -190,16 +191,27 @@ def test_a_bfloat16_model_on_quantized_weights_stays_near_the_reference() -> Non
     assert mean < BF16_MEAN_LOGIT_DIFFERENCE
 
 
-def test_auto_is_bf16_and_quantized_is_asked_for() -> None:
-    """`auto` keeps bf16 (exact resume; quantized wins only at few sequences); quantized
-    runs where it is asked for and possible."""
+def test_auto_is_quantized_on_the_fused_ops_and_bf16_elsewhere() -> None:
+    """`auto` takes the file's quantized weights where the fused op computes them (exact,
+    resume-safe, fastest at few sequences), bf16 where torch's kernels would."""
     checkpoint = read_gguf(served_model_path(DEFAULT_MODEL))
     cpu = torch.device("cpu")
-    assert resolve_weights("auto", checkpoint, cpu) == "bf16"
+    assert resolve_weights("auto", checkpoint, cpu, fused=True) == "quantized"
+    assert resolve_weights("auto", checkpoint, cpu, fused=False) == "bf16"
     assert resolve_weights("quantized", checkpoint, cpu) == "quantized"
-    assert resolve_weights("bf16", checkpoint, cpu) == "bf16"
+    assert resolve_weights("bf16", checkpoint, cpu, fused=True) == "bf16"
     with pytest.raises(ValueError, match="weights must be one of"):
         resolve_weights("int4", checkpoint, cpu)
+
+
+@needs_fused_ops
+def test_the_quantized_linears_follow_the_model_kernels() -> None:
+    fused = load_model(DEFAULT_MODEL, backend="cpu", weights="auto")
+    assert fused.weights == "quantized"
+    assert isinstance(fused.model.layers[0].mlp.down_proj, GroupLinear)
+    reference = load_model(DEFAULT_MODEL, backend="torch", weights="quantized")
+    assert isinstance(reference.model.layers[0].mlp.down_proj, Int4Linear)
+    assert load_model(DEFAULT_MODEL, backend="torch", weights="auto").weights == "bf16"
 
 
 def test_quantized_weights_need_a_quantized_file(tiny_llama) -> None:
@@ -222,7 +234,6 @@ def test_a_float32_model_gets_float32_from_the_bf16_kernels(kind: str) -> None:
     assert torch.equal(out, linear(x.bfloat16()).float())
 
 
-needs_fused_ops = pytest.mark.skipif(not cpu_ops.available(), reason="no fused CPU ops")
 RANDOM_WEIGHTS = {"Q4_0": random_q4_0, "Q4_1": random_q4_1, "Q8_0": random_q8_0}
 
 

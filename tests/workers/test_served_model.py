@@ -18,8 +18,11 @@ def test_dtype_setting_loads_the_model_and_its_cache_in_that_dtype():
 
 def test_auto_dtype_keeps_float32_between_the_matmuls_on_a_cpu():
     """On a GPU everything is bf16; on a CPU activations and the KV cache stay float32,
-    and the dense linears compute in bf16 only where the CPU has native bf16."""
+    the linears compute with the GGUF file's own groups where the fused CPU ops run, and
+    dense linears (`--weights bf16`) compute in bf16 only where the CPU has native bf16."""
+    from kernels import cpu_ops
     from workers.model.cpu_linear import PrepackedLinear
+    from workers.model.quantized_linear import GroupLinear
 
     served = load_engine_model(WorkerSettings(num_kv_blocks=8))
     runner = served.engine.model_runner
@@ -28,8 +31,12 @@ def test_auto_dtype_keeps_float32_between_the_matmuls_on_a_cpu():
         return
     assert runner.dtype == torch.float32
     assert runner.kv_caches[0][0].dtype == torch.float32
+    default_linear = runner.model.layers[0].mlp.down_proj
+    assert isinstance(default_linear, GroupLinear if cpu_ops.available() else PrepackedLinear)
+
+    dense = load_engine_model(WorkerSettings(num_kv_blocks=8, weights="bf16"))
     native_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    linear = served.engine.model_runner.model.layers[0].mlp.down_proj
+    linear = dense.engine.model_runner.model.layers[0].mlp.down_proj
     assert isinstance(linear, PrepackedLinear)
     assert linear.dtype == (torch.bfloat16 if native_bf16 else torch.float32)
 

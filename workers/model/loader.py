@@ -155,20 +155,25 @@ def serving_matmul_dtype(device: torch.device | str, dtype: torch.dtype) -> torc
 
 
 WEIGHT_FORMATS = ("auto", "quantized", "bf16")
-# `auto` is bf16 (dense weights, prepacked in the matmul dtype). The quantized linears
-# win at few sequences (with the fused CPU ops 2.5x at one sequence on an AVX512-BF16
-# CPU) and lose at many (0.65x at 32; docs/performance.md), and on a CPU with AMX a
-# response resumed by another worker on them did not give the uninterrupted run's tokens:
-# the int4/int8 matmuls gave a prefilled row other bits than a decode step gave it, which
-# the dense path's 16-row blocks never do (docs/reliability.md). `quantized` is there to
-# ask for; the choice is per worker, never per step (a sequence's tokens must not depend
-# on its batch).
+# `auto` is quantized where the model runs the fused CPU ops (kernels/cpu_ops.py) on a
+# quantized GGUF file, bf16 (dense weights, prepacked in the matmul dtype) elsewhere. On
+# the fused op a quantized linear computes with exactly the dequantized weights in
+# float32, one fixed order per output: the logits meet the float32 reference to 1e-4, a
+# row's bits never depend on its batch, and a prefilled row gets a decode step's bits, so
+# a resumed response repeats the uninterrupted run (tests/engine/test_exact_resume.py).
+# It reads a quarter of bf16's bytes: 2.4x bf16 at one sequence and ahead at 8, while
+# bf16 wins at 32 on a CPU with AMX (docs/performance.md), where `--weights bf16` is the
+# setting for many concurrent streams. torch's int4/int8 kernels (without the fused ops)
+# give a prefilled row other bits than a decode step, so they run only where
+# `--weights quantized` asks. The choice is per worker, never per step: a sequence's
+# tokens must not depend on its batch.
 
 
 def resolve_weights(
-    requested: str, checkpoint: Checkpoint, device: torch.device
+    requested: str, checkpoint: Checkpoint, device: torch.device, fused: bool = False
 ) -> str:
-    """`quantized` or `bf16` for a `--weights` setting; `quantized` only where it can run."""
+    """`quantized` or `bf16` for a `--weights` setting; `quantized` only where it can run.
+    `fused`: the model runs the fused CPU ops, whose quantized linear `auto` picks."""
     if requested not in WEIGHT_FORMATS:
         raise ValueError(f"weights must be one of {WEIGHT_FORMATS}, got {requested!r}")
     possible = checkpoint.read_quantized is not None and quantized_matmuls_available(device)
@@ -179,27 +184,31 @@ def resolve_weights(
             "(use weights=bf16 or auto)"
         )
     if requested == "auto":
-        return "bf16"
+        return "quantized" if possible and fused else "bf16"
     return requested
 
 
 def _use_quantized_linears(model: CausalLM, checkpoint: Checkpoint) -> int:
-    """Swap each linear the file stores quantized for its quantized form (computing in
-    bfloat16 whatever the model's dtype: quantized_linear.COMPUTE_DTYPE); returns how many."""
+    """Swap each linear the file stores quantized for its quantized form (the fused op's
+    float32 `GroupLinear` where the model runs the fused CPU ops, torch's bfloat16
+    kernels otherwise: quantized_linear); returns how many."""
     if checkpoint.read_quantized is None:
         return 0
+    fused = model.ops.backend == "cpu"
     swapped = 0
     for module_name, weight in fuse_by_module(checkpoint.read_quantized()).items():
         if module_name == "embed_tokens":
             # The lookup keeps the dense table; a tied output projection reads this one.
             if model.lm_head is None:
-                model.tied_lm_head = quantized_linear(weight, None)
+                model.tied_lm_head = quantized_linear(weight, None, fused=fused)
                 swapped += 1
             continue
         parent_name, _, child_name = module_name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         dense = getattr(parent, child_name)
-        setattr(parent, child_name, quantized_linear(weight, getattr(dense, "bias", None)))
+        setattr(
+            parent, child_name, quantized_linear(weight, getattr(dense, "bias", None), fused=fused)
+        )
         swapped += 1
     return swapped
 
@@ -228,7 +237,7 @@ def load_model(
     model = model.to_empty(device=device)
     model.load_weights(checkpoint.read_weights(dtype))
     model.requires_grad_(False).eval()
-    chosen = resolve_weights(weights, checkpoint, device)
+    chosen = resolve_weights(weights, checkpoint, device, fused=model.ops.backend == "cpu")
     if chosen == "quantized":
         _use_quantized_linears(model, checkpoint)
     # Linears left dense (all of them for bf16 weights) are prepacked.

@@ -156,12 +156,17 @@ COMPUTE_DTYPE = torch.bfloat16
 
 
 def quantized_linear(
-    weight: GroupQuantized, bias: torch.Tensor | None, dtype: torch.dtype = COMPUTE_DTYPE
+    weight: GroupQuantized,
+    bias: torch.Tensor | None,
+    dtype: torch.dtype = COMPUTE_DTYPE,
+    fused: bool | None = None,
 ) -> nn.Module:
     """The quantized form of a linear layer, answering in the dtype of its input: the
-    fused op's exact float32 `GroupLinear` where the fused CPU ops build, else torch's
-    kernels computing in `dtype`."""
-    if cpu_ops.available():
+    fused op's exact float32 `GroupLinear` where `fused` (default: where the fused CPU ops
+    build), else torch's kernels computing in `dtype`."""
+    if fused is None:
+        fused = cpu_ops.available()
+    if fused:
         return GroupLinear(weight, bias)
     if weight.bits == 4:
         return Int4Linear(weight, bias, dtype)
