@@ -171,6 +171,7 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
         settings.model,
         device=device,
         dtype=dtype,
+        backend=settings.kernels,
         weights=settings.weights,
         matmul_dtype=matmul_dtype,
     )

@@ -70,3 +70,19 @@ def test_a_served_model_missing_a_member_is_refused_by_name():
     with pytest.raises(TypeError, match="token_text, decode"):
         check_served_model(Partial())
     check_served_model(SyntheticServedModel(0.0, "bench"))
+
+
+def test_the_kernels_setting_also_picks_the_quantized_linears():
+    """`--kernels torch` serves torch's ops throughout: its quantized linears too, and
+    `auto` weights stay dense there."""
+    from workers.model.quantized_linear import GroupLinear, Int4Linear
+
+    if torch.cuda.is_available():
+        pytest.skip("the CPU path's setting")
+    reference = load_engine_model(WorkerSettings(num_kv_blocks=8, kernels="torch"))
+    assert reference.loaded.weights == "bf16"
+    quantized = load_engine_model(
+        WorkerSettings(num_kv_blocks=8, kernels="torch", weights="quantized")
+    )
+    down_proj = quantized.engine.model_runner.model.layers[0].mlp.down_proj
+    assert isinstance(down_proj, Int4Linear) and not isinstance(down_proj, GroupLinear)
