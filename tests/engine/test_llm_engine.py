@@ -80,6 +80,40 @@ def test_concurrent_greedy_requests_match_each_run_alone(
         assert together[f"r{index}"].token_ids == alone[index], QUESTIONS[index]
 
 
+def test_wide_decode_steps_take_every_core_where_the_bits_allow(
+    make_engine, render_prompt, quantized_model, served_model
+):
+    """Quantized linears on the fused ops give a row the same bits at any thread count,
+    so a decode step of 4 or more sequences runs on every core while one sequence alone
+    keeps the decode threads: a sequence's tokens still do not depend on its batch."""
+    from workers.model.host import usable_cpu_count
+
+    cores = usable_cpu_count()
+    engine = make_engine(quantized_model, num_threads=1)
+    runner = engine.model_runner
+    if not runner.thread_invariant:
+        pytest.skip("the fused CPU ops did not build here")
+    assert runner.threads_for(is_prefill=False, rows=1) == 1
+    assert runner.threads_for(is_prefill=False, rows=3) == 1
+    assert runner.threads_for(is_prefill=False, rows=4) == cores
+    assert runner.threads_for(is_prefill=True, rows=1) == cores
+    dense = make_engine(served_model, num_threads=1).model_runner
+    assert not dense.thread_invariant
+    assert dense.threads_for(is_prefill=False, rows=32) == 1
+
+    prompts = [render_prompt(question)[0] for question in QUESTIONS[:4]]
+    params = greedy(12)
+    alone = [
+        generate_alone(lambda: make_engine(quantized_model, num_threads=1), prompt, params)
+        .token_ids
+        for prompt in prompts
+    ]
+    for index, prompt in enumerate(prompts):
+        engine.add_request(f"r{index}", prompt, params)
+    together = run_to_completion(engine)
+    assert [together[f"r{index}"].token_ids for index in range(4)] == alone
+
+
 def test_seeded_sampling_is_the_same_alone_and_in_a_busy_batch(make_engine, render_prompt):
     prompt, _ = render_prompt("Tell me a story about a dragon.")
     seeded = SamplingParams(temperature=0.9, top_p=0.95, seed=1234, max_output_tokens=24, ignore_eos=True)

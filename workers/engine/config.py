@@ -30,6 +30,11 @@ class EngineConfig:
     # steps always use every core: few, large matmuls, where more threads pay even on a
     # machine shared with other busy processes, unlike decode's hundreds of small ops.
     num_threads: int | None = None
+    # A decode step of at least this many sequences uses every core too, where the model
+    # gives a row the same bits at any thread count (the fused CPU ops with quantized
+    # linears on them): a few sequences' steps are too short to keep a second thread
+    # busy beside the API on a small machine, a wide step's matmuls are not. None: never.
+    wide_decode_rows: int | None = 4
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
@@ -54,3 +59,5 @@ class EngineConfig:
             raise ValueError(f"dtype must be one of {KV_CACHE_DTYPES}, got {self.dtype!r}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be positive, got {self.num_threads}")
+        if self.wide_decode_rows is not None and self.wide_decode_rows < 1:
+            raise ValueError(f"wide_decode_rows must be positive, got {self.wide_decode_rows}")

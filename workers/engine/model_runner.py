@@ -30,6 +30,10 @@ class ModelRunner:
             self.decode_threads = config.num_threads or self.prefill_threads
             torch.set_num_threads(self.decode_threads)
         self.ops = self._use_backend(config.kernels)
+        # Whether a row's bits are the same at any thread count, so that decode steps may
+        # change it with their width (tests/model/test_quantized_linear.py, tests/kernels).
+        self.thread_invariant = self.ops.backend == "cpu" and loaded.weights == "quantized"
+        self.wide_decode_rows = config.wide_decode_rows if self.thread_invariant else None
         kv_dtype = self.dtype if config.dtype == "auto" else KV_CACHE_DTYPES[config.dtype]
         if kv_dtype != self.dtype:
             # The attention ops read queries and cached keys in one dtype.
@@ -44,6 +48,12 @@ class ModelRunner:
         self.sampler = Sampler(
             self.ops, self.model_config.vocab_size, self.device, loaded.tokenizer.eos_token_ids
         )
+
+    def threads_for(self, is_prefill: bool, rows: int) -> int:
+        """CPU threads of a step (0 on a GPU): every core for prefill and, where the model
+        is thread-invariant, for decode steps of at least `wide_decode_rows` sequences."""
+        wide = self.wide_decode_rows is not None and rows >= self.wide_decode_rows
+        return self.prefill_threads if is_prefill or wide else self.decode_threads
 
     def _use_backend(self, requested: str) -> kernels.KernelOps:
         """The model was built with the ops of some backend; if the engine is configured
@@ -82,7 +92,7 @@ class ModelRunner:
     def run(
         self, seqs: list[Sequence], is_prefill: bool, forced_token_ids: list[int | None]
     ) -> SamplerOutput:
-        threads = self.prefill_threads if is_prefill else self.decode_threads
+        threads = self.threads_for(is_prefill, len(seqs))
         if threads and threads != torch.get_num_threads():
             torch.set_num_threads(threads)
         last_token_rows: torch.Tensor | None = None
