@@ -86,6 +86,7 @@ def test_wide_decode_steps_take_every_core_where_the_bits_allow(
     """Quantized linears on the fused ops give a row the same bits at any thread count,
     so a decode step of 4 or more sequences runs on every core while one sequence alone
     keeps the decode threads: a sequence's tokens still do not depend on its batch."""
+    from workers.model import DEFAULT_MODEL, load_model
     from workers.model.host import usable_cpu_count
 
     cores = usable_cpu_count()
@@ -100,6 +101,10 @@ def test_wide_decode_steps_take_every_core_where_the_bits_allow(
     dense = make_engine(served_model, num_threads=1).model_runner
     assert not dense.thread_invariant
     assert dense.threads_for(is_prefill=False, rows=32) == 1
+    # Quantized linears on torch's kernels, under the fused ops: not thread-invariant.
+    mixed = make_engine(load_model(DEFAULT_MODEL, backend="torch", weights="quantized"),
+                        num_threads=1).model_runner
+    assert mixed.ops.backend == "cpu" and not mixed.thread_invariant
 
     prompts = [render_prompt(question)[0] for question in QUESTIONS[:4]]
     params = greedy(12)

@@ -12,6 +12,7 @@ from workers.engine.sequence import Sequence
 from workers.model.attention import AttentionMetadata, allocate_kv_cache, kv_cache_bytes_per_block
 from workers.model.host import available_host_memory, usable_cpu_count
 from workers.model.loader import LoadedModel
+from workers.model.quantized_linear import only_group_linears
 
 KV_CACHE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -31,8 +32,9 @@ class ModelRunner:
             torch.set_num_threads(self.decode_threads)
         self.ops = self._use_backend(config.kernels)
         # Whether a row's bits are the same at any thread count, so that decode steps may
-        # change it with their width (tests/model/test_quantized_linear.py, tests/kernels).
-        self.thread_invariant = self.ops.backend == "cpu" and loaded.weights == "quantized"
+        # change it with their width: the fused ops, and every linear on the fused
+        # quantized op (tests/model/test_quantized_linear.py, tests/kernels/test_cpu_ops.py).
+        self.thread_invariant = self.ops.backend == "cpu" and only_group_linears(self.model)
         self.wide_decode_rows = config.wide_decode_rows if self.thread_invariant else None
         kv_dtype = self.dtype if config.dtype == "auto" else KV_CACHE_DTYPES[config.dtype]
         if kv_dtype != self.dtype:

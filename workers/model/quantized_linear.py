@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from kernels import cpu_ops
+from workers.model.cpu_linear import PrepackedLinear
 from workers.model.group_quantized import GROUP_SIZE, GroupQuantized, concat_rows
 from workers.model.weights import FUSED_PROJECTIONS
 
@@ -26,12 +27,12 @@ _INNER_K_TILES = 8
 
 def quantized_matmuls_available(device: torch.device) -> bool:
     ops = torch.ops.aten
-    return device.type == "cpu" and (
-        cpu_ops.available()
-        or hasattr(ops, "_weight_int4pack_mm_for_cpu")
+    torch_kernels = (
+        hasattr(ops, "_weight_int4pack_mm_for_cpu")
         and hasattr(ops, "_convert_weight_to_int4pack_for_cpu")
         and hasattr(ops, "_weight_int8pack_mm")
     )
+    return device.type == "cpu" and (cpu_ops.available() or torch_kernels)
 
 
 class GroupLinear(nn.Module):
@@ -60,8 +61,8 @@ class GroupLinear(nn.Module):
             codes = grouped[:, :, 0] | (grouped[:, :, 1] << 4)
             codes = codes.reshape(self.out_features, self.in_features // 2)
         self.register_buffer("codes", codes.contiguous())
-        # float32: a GGUF file's float16 scales would read a fifth fewer bytes, but
-        # converting them costs the kernel more than that saves.
+        # float32: kept as the file's float16 they would read a fifth fewer bytes, which
+        # measured no faster (converting them in the kernel costs what the bytes save).
         self.register_buffer("scales", weight.scales.float().contiguous())
         mins = weight.mins
         self.register_buffer("mins", None if mins is None else mins.float().contiguous())
@@ -76,6 +77,16 @@ class GroupLinear(nn.Module):
         if isinstance(bias, torch.Tensor):
             out = out + bias
         return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+
+
+def only_group_linears(model: nn.Module) -> bool:
+    """Whether every linear layer of `model` is a `GroupLinear`: then a row's bits depend
+    on no batch and no thread count as far as its matmuls go."""
+    linears = [
+        module for module in model.modules()
+        if isinstance(module, (nn.Linear, PrepackedLinear, GroupLinear, Int4Linear, Int8Linear))
+    ]
+    return bool(linears) and all(isinstance(module, GroupLinear) for module in linears)
 
 
 class Int4Linear(nn.Module):
