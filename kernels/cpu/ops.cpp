@@ -9,12 +9,11 @@
 // token gets the bits a decode step would have given it (docs/reliability.md).
 
 #include <ATen/ATen.h>
-#ifndef SPATE_PREFETCH_TILES
-#define SPATE_PREFETCH_TILES 2
-#endif
-#include <immintrin.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>  // used only under the ISA macros below; other CPUs take plain C++
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -464,7 +463,7 @@ typedef int32_t i32x16 __attribute__((vector_size(64)));
 
 constexpr int64_t kGroup = 32;
 constexpr int64_t kRowBlock = 64;  // output rows whose weights stay in cache across tiles
-constexpr int64_t kPrefetchTiles = SPATE_PREFETCH_TILES;  // how far ahead weights are fetched
+constexpr int64_t kPrefetchTiles = 2;  // how far ahead weights are fetched (1, 4, 8: slower)
 
 inline f32x16 load_f32x16(const float* p) {
   f32x16 v;
