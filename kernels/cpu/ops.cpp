@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -43,16 +44,45 @@ inline float lane_sum(float* acc) {
   return acc[0];
 }
 
-// sum_i a[i] * b[i] over fixed lanes: the same order for any n, batch or thread.
+// 16 lanes as one GCC vector: element-wise IEEE operations, whatever the ISA lowers it to.
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+
+inline f32x16 load_f32x16(const float* p) {
+  f32x16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename T>
+inline f32x16 load_as_f32x16(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return load_f32x16(p);
+  } else {
+    float lanes[kLanes];
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = to_float(p[j]);
+    return load_f32x16(lanes);
+  }
+}
+
+inline float lane_sum(f32x16 v) {
+  float lanes[kLanes];
+  std::memcpy(lanes, &v, sizeof lanes);
+  return lane_sum(lanes);
+}
+
+// sum_i a[i] * b[i] over fixed lanes: the same order for any n, batch or thread. Lane j
+// adds the rounded products a[i] * b[i] for i = j mod 16 in order, and lane_sum's tree
+// adds the lanes; the vector form only keeps the lanes in a register.
 template <typename T>
 inline float dot(const float* a, const T* b, int64_t n) {
-  float acc[kLanes] = {0};
+  f32x16 acc{};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) acc[j] += a[i + j] * to_float(b[i + j]);
-  }
-  for (; i < n; ++i) acc[i % kLanes] += a[i] * to_float(b[i]);
-  return lane_sum(acc);
+  for (; i + kLanes <= n; i += kLanes) acc = acc + load_f32x16(a + i) * load_as_f32x16(b + i);
+  float lanes[kLanes];
+  std::memcpy(lanes, &acc, sizeof lanes);
+  for (; i < n; ++i) lanes[i % kLanes] += a[i] * to_float(b[i]);
+  return lane_sum(lanes);
 }
 
 inline float sum_of_squares(const float* a, int64_t n) {
@@ -299,6 +329,18 @@ void store_kv_cache(const at::Tensor& k, const at::Tensor& v, at::Tensor k_cache
 
 // One query row over the first `context` cached positions of a sequence, for one KV head.
 // scores and the output accumulator are the caller's scratch.
+// A cached key or value a few positions ahead (past a block's end it is only a hint):
+// each position's row sits a whole token stride after the last.
+constexpr int64_t kPrefetchPositions = 4;
+
+template <typename T>
+inline void prefetch_row(const T* row, int64_t n) {
+  const char* bytes = reinterpret_cast<const char*>(row);
+  for (int64_t at = 0; at < n * static_cast<int64_t>(sizeof(T)); at += 64) {
+    __builtin_prefetch(bytes + at);
+  }
+}
+
 template <typename T>
 void attend_one(const T* query, float scale, const T* k_cache, const T* v_cache,
                 const int32_t* block_table, int64_t block_size, int64_t num_kv_heads,
@@ -311,20 +353,48 @@ void attend_one(const T* query, float scale, const T* k_cache, const T* v_cache,
   for (int64_t d = 0; d < head_dim; ++d) scaled_query[d] = to_float(query[d]) * scale;
   scores.resize(context);
   const int64_t token_stride = num_kv_heads * head_dim;
+  // Positions in order, a cache block at a time (no division per position).
   float best = -INFINITY;
-  for (int64_t l = 0; l < context; ++l) {
-    const int64_t block = block_table[l / block_size];
-    const int64_t offset = (block * block_size + l % block_size) * token_stride + kv_head * head_dim;
-    scores[l] = dot(scaled_query.data(), k_cache + offset, head_dim);
-    best = std::max(best, scores[l]);
+  for (int64_t first = 0; first < context; first += block_size) {
+    const T* keys = k_cache + block_table[first / block_size] * block_size * token_stride +
+                    kv_head * head_dim;
+    const int64_t last = std::min(context, first + block_size);
+    for (int64_t l = first; l < last; ++l) {
+      prefetch_row(keys + (l - first + kPrefetchPositions) * token_stride, head_dim);
+      scores[l] = dot(scaled_query.data(), keys + (l - first) * token_stride, head_dim);
+      best = std::max(best, scores[l]);
+    }
   }
   exp_in_place(scores.data(), best, context);
   const float total = fixed_sum(scores.data(), context);
   std::fill(acc.begin(), acc.end(), 0.0f);
-  for (int64_t l = 0; l < context; ++l) {
-    const int64_t block = block_table[l / block_size];
-    const T* value = v_cache + (block * block_size + l % block_size) * token_stride + kv_head * head_dim;
-    accumulate(acc.data(), scores[l], value, head_dim);
+  // acc[d] += scores[l] * value[l][d], positions in order, 64 dims at a time held in
+  // registers across positions (through memory, each position waited on the last).
+  int64_t d0 = 0;
+  for (; d0 + 4 * kLanes <= head_dim; d0 += 4 * kLanes) {
+    f32x16 sum[4] = {};
+    for (int64_t first = 0; first < context; first += block_size) {
+      const T* values = v_cache + block_table[first / block_size] * block_size * token_stride +
+                        kv_head * head_dim + d0;
+      const int64_t last = std::min(context, first + block_size);
+      for (int64_t l = first; l < last; ++l) {
+        const T* value = values + (l - first) * token_stride;
+        prefetch_row(value + kPrefetchPositions * token_stride, 4 * kLanes);
+        for (int c = 0; c < 4; ++c) sum[c] = sum[c] + scores[l] * load_as_f32x16(value + c * kLanes);
+      }
+    }
+    std::memcpy(acc.data() + d0, sum, sizeof sum);
+  }
+  if (d0 < head_dim) {  // head dims that are not a multiple of 64
+    for (int64_t first = 0; first < context; first += block_size) {
+      const T* values = v_cache + block_table[first / block_size] * block_size * token_stride +
+                        kv_head * head_dim;
+      const int64_t last = std::min(context, first + block_size);
+      for (int64_t l = first; l < last; ++l) {
+        accumulate(acc.data() + d0, scores[l], values + (l - first) * token_stride + d0,
+                   head_dim - d0);
+      }
+    }
   }
   for (int64_t d = 0; d < head_dim; ++d) out[d] = from_float<T>(acc[d] / total);
 }
@@ -458,24 +528,9 @@ at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k_cache,
 // count, nor on the vector width (16 lanes on any ISA, and a fused multiply-add rounds
 // once whether an instruction or std::fma computes it).
 
-typedef float f32x16 __attribute__((vector_size(64)));
-typedef int32_t i32x16 __attribute__((vector_size(64)));
-
 constexpr int64_t kGroup = 32;
 constexpr int64_t kRowBlock = 64;  // output rows whose weights stay in cache across tiles
 constexpr int64_t kPrefetchTiles = 2;  // how far ahead weights are fetched (1, 4, 8: slower)
-
-inline f32x16 load_f32x16(const float* p) {
-  f32x16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-inline float lane_sum(f32x16 v) {
-  float lanes[kLanes];
-  std::memcpy(lanes, &v, sizeof lanes);
-  return lane_sum(lanes);
-}
 
 // a * b + c, rounded once.
 inline f32x16 fma_f32x16(f32x16 a, f32x16 b, f32x16 c) {

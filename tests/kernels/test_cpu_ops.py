@@ -69,10 +69,11 @@ def test_store_kv_cache_writes_what_the_reference_writes(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_decode_attention_matches_the_reference(dtype, make_paged_batch, assert_close):
-    batch = make_paged_batch([1, 17, 0, 90, 33], block_size=16, num_kv_heads=3, head_dim=64,
-                             dtype=dtype)
-    q = randn(5, 9, 64, seed=8, dtype=dtype)
+@pytest.mark.parametrize("head_dim", [64, 80, 32])  # 64 dims at a time, with a rest, or none
+def test_decode_attention_matches_the_reference(dtype, head_dim, make_paged_batch, assert_close):
+    batch = make_paged_batch([1, 17, 0, 90, 33], block_size=16, num_kv_heads=3,
+                             head_dim=head_dim, dtype=dtype)
+    q = randn(5, 9, head_dim, seed=8, dtype=dtype)
     args = (q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, 0.125)
     got = cpu_ops.paged_decode_attention(*args)
     assert_close(got, kernels.paged_decode_attention_ref(*args), dtype)
@@ -91,10 +92,12 @@ def test_prefill_attention_matches_the_reference(dtype, make_paged_batch, assert
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_a_prefilled_query_gets_the_bits_of_a_decode_step(dtype, make_paged_batch):
+@pytest.mark.parametrize("head_dim", [64, 80])
+def test_a_prefilled_query_gets_the_bits_of_a_decode_step(dtype, head_dim, make_paged_batch):
     """What lets a replacement worker rebuild a dead worker's cache with the same bits."""
-    batch = make_paged_batch([40], block_size=16, num_kv_heads=3, head_dim=64, dtype=dtype)
-    q = randn(12, 9, 64, seed=10, dtype=dtype)  # the last 12 of the 40 positions
+    batch = make_paged_batch([40], block_size=16, num_kv_heads=3, head_dim=head_dim,
+                             dtype=dtype)
+    q = randn(12, 9, head_dim, seed=10, dtype=dtype)  # the last 12 of the 40 positions
     prefilled = cpu_ops.prefill_attention(
         q, batch.k_cache, batch.v_cache, batch.block_tables,
         torch.tensor([0, 12], dtype=torch.int32), batch.context_lens, 0.125,
