@@ -341,6 +341,19 @@ inline void prefetch_row(const T* row, int64_t n) {
   }
 }
 
+// visit(l, row) for positions l < context in order, row pointing at position l's cached
+// row (`cache` offset to the head and dims wanted): a cache block at a time, with no
+// division per position.
+template <typename T, typename Visit>
+inline void for_each_position(const T* cache, const int32_t* block_table, int64_t block_size,
+                              int64_t token_stride, int64_t context, Visit&& visit) {
+  for (int64_t first = 0; first < context; first += block_size) {
+    const T* block = cache + block_table[first / block_size] * block_size * token_stride;
+    const int64_t last = std::min(context, first + block_size);
+    for (int64_t l = first; l < last; ++l) visit(l, block + (l - first) * token_stride);
+  }
+}
+
 template <typename T>
 void attend_one(const T* query, float scale, const T* k_cache, const T* v_cache,
                 const int32_t* block_table, int64_t block_size, int64_t num_kv_heads,
@@ -353,48 +366,36 @@ void attend_one(const T* query, float scale, const T* k_cache, const T* v_cache,
   for (int64_t d = 0; d < head_dim; ++d) scaled_query[d] = to_float(query[d]) * scale;
   scores.resize(context);
   const int64_t token_stride = num_kv_heads * head_dim;
-  // Positions in order, a cache block at a time (no division per position).
   float best = -INFINITY;
-  for (int64_t first = 0; first < context; first += block_size) {
-    const T* keys = k_cache + block_table[first / block_size] * block_size * token_stride +
-                    kv_head * head_dim;
-    const int64_t last = std::min(context, first + block_size);
-    for (int64_t l = first; l < last; ++l) {
-      prefetch_row(keys + (l - first + kPrefetchPositions) * token_stride, head_dim);
-      scores[l] = dot(scaled_query.data(), keys + (l - first) * token_stride, head_dim);
-      best = std::max(best, scores[l]);
-    }
-  }
+  for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride, context,
+                    [&](int64_t l, const T* key) {
+                      prefetch_row(key + kPrefetchPositions * token_stride, head_dim);
+                      scores[l] = dot(scaled_query.data(), key, head_dim);
+                      best = std::max(best, scores[l]);
+                    });
   exp_in_place(scores.data(), best, context);
   const float total = fixed_sum(scores.data(), context);
-  std::fill(acc.begin(), acc.end(), 0.0f);
   // acc[d] += scores[l] * value[l][d], positions in order, 64 dims at a time held in
   // registers across positions (through memory, each position waited on the last).
+  const T* values = v_cache + kv_head * head_dim;
   int64_t d0 = 0;
   for (; d0 + 4 * kLanes <= head_dim; d0 += 4 * kLanes) {
     f32x16 sum[4] = {};
-    for (int64_t first = 0; first < context; first += block_size) {
-      const T* values = v_cache + block_table[first / block_size] * block_size * token_stride +
-                        kv_head * head_dim + d0;
-      const int64_t last = std::min(context, first + block_size);
-      for (int64_t l = first; l < last; ++l) {
-        const T* value = values + (l - first) * token_stride;
-        prefetch_row(value + kPrefetchPositions * token_stride, 4 * kLanes);
-        for (int c = 0; c < 4; ++c) sum[c] = sum[c] + scores[l] * load_as_f32x16(value + c * kLanes);
-      }
-    }
+    for_each_position(values + d0, block_table, block_size, token_stride, context,
+                      [&](int64_t l, const T* value) {
+                        prefetch_row(value + kPrefetchPositions * token_stride, 4 * kLanes);
+                        for (int c = 0; c < 4; ++c) {
+                          sum[c] = sum[c] + scores[l] * load_as_f32x16(value + c * kLanes);
+                        }
+                      });
     std::memcpy(acc.data() + d0, sum, sizeof sum);
   }
   if (d0 < head_dim) {  // head dims that are not a multiple of 64
-    for (int64_t first = 0; first < context; first += block_size) {
-      const T* values = v_cache + block_table[first / block_size] * block_size * token_stride +
-                        kv_head * head_dim;
-      const int64_t last = std::min(context, first + block_size);
-      for (int64_t l = first; l < last; ++l) {
-        accumulate(acc.data() + d0, scores[l], values + (l - first) * token_stride + d0,
-                   head_dim - d0);
-      }
-    }
+    std::fill(acc.begin() + d0, acc.begin() + head_dim, 0.0f);
+    for_each_position(values + d0, block_table, block_size, token_stride, context,
+                      [&](int64_t l, const T* value) {
+                        accumulate(acc.data() + d0, scores[l], value, head_dim - d0);
+                      });
   }
   for (int64_t d = 0; d < head_dim; ++d) out[d] = from_float<T>(acc[d] / total);
 }
@@ -579,11 +580,11 @@ inline i32x16 widen_bytes(const uint8_t* bytes, bool is_signed) {
 }
 
 // One group's 32 weights, as dequantize() computes them: lo holds 0..15, hi 16..31.
-template <int kBits, typename S>
-inline void decode_group(const uint8_t* codes, int32_t offset, const S* scale, const S* min,
-                         f32x16& lo, f32x16& hi) {
-  const float d = to_float(*scale);
-  const float m = min == nullptr ? 0.0f : to_float(*min);
+template <int kBits>
+inline void decode_group(const uint8_t* codes, int32_t offset, const float* scale,
+                         const float* min, f32x16& lo, f32x16& hi) {
+  const float d = *scale;
+  const float m = min == nullptr ? 0.0f : *min;
   if constexpr (kBits == 4) {
     const i32x16 wide = widen_bytes(codes, false);
 #if defined(__AVX512F__)
@@ -621,9 +622,9 @@ inline void decode_group(const uint8_t* codes, int32_t offset, const S* scale, c
 
 // sums[r * kCols + c] = <weight row c, x row r> for kRows rows of x and kCols weight rows
 // (a tile of independent sums, so that no one chain of multiply-adds sets the pace).
-template <int kBits, int kRows, int kCols, typename S>
-inline void tile_dots(const uint8_t* codes, int64_t row_bytes, const S* scales,
-                      const S* mins, int64_t groups, int32_t offset, const float* x,
+template <int kBits, int kRows, int kCols>
+inline void tile_dots(const uint8_t* codes, int64_t row_bytes, const float* scales,
+                      const float* mins, int64_t groups, int32_t offset, const float* x,
                       int64_t in_features, float* sums) {
   constexpr int64_t group_bytes = kGroup * kBits / 8;
   f32x16 acc[kRows][kCols];
@@ -642,11 +643,11 @@ inline void tile_dots(const uint8_t* codes, int64_t row_bytes, const S* scales,
     for (int64_t line = 0; line < kCols * group_bytes; line += 64) {
       __builtin_prefetch(next_codes + g * kCols * group_bytes + line);
     }
-    __builtin_prefetch(next_scales + g * kCols * sizeof(S));
-    if (next_mins != nullptr) __builtin_prefetch(next_mins + g * kCols * sizeof(S));
+    __builtin_prefetch(next_scales + g * kCols * sizeof(float));
+    if (next_mins != nullptr) __builtin_prefetch(next_mins + g * kCols * sizeof(float));
     f32x16 lo[kCols], hi[kCols];
     for (int c = 0; c < kCols; ++c) {
-      decode_group<kBits, S>(codes + c * row_bytes + g * group_bytes, offset,
+      decode_group<kBits>(codes + c * row_bytes + g * group_bytes, offset,
                              scales + c * groups + g,
                              mins == nullptr ? nullptr : mins + c * groups + g, lo[c], hi[c]);
     }
@@ -664,11 +665,10 @@ inline void tile_dots(const uint8_t* codes, int64_t row_bytes, const S* scales,
   }
 }
 
-constexpr int kMaxRows = 8;      // rows of x in one tile
-constexpr int kMaxTileSums = 16;  // sums in one tile
+constexpr int kMaxTileSums = 16;  // sums in one tile: 8 rows of x by 2 weight rows at most
 
-template <int kBits, typename S>
-void quantized_rows(const float* x, const uint8_t* codes, const S* scales, const S* mins,
+template <int kBits>
+void quantized_rows(const float* x, const uint8_t* codes, const float* scales, const float* mins,
                     int32_t offset, int64_t rows, int64_t in_features, int64_t out_features,
                     float* out) {
   const int64_t groups = in_features / kGroup;
@@ -687,12 +687,12 @@ void quantized_rows(const float* x, const uint8_t* codes, const S* scales, const
         for (int64_t n = block; n < block_end;) {
           const int cols = block_end - n >= wide ? wide : 1;
           const uint8_t* c = codes + n * row_bytes;
-          const S* sc = scales + n * groups;
-          const S* mn = mins == nullptr ? nullptr : mins + n * groups;
+          const float* sc = scales + n * groups;
+          const float* mn = mins == nullptr ? nullptr : mins + n * groups;
           const float* xm = x + m * in_features;
 #define SPATE_TILE(R, C)                                                                   \
   if (tile_rows == R && cols == C) {                                                       \
-    tile_dots<kBits, R, C, S>(c, row_bytes, sc, mn, groups, offset, xm, in_features, sums); \
+    tile_dots<kBits, R, C>(c, row_bytes, sc, mn, groups, offset, xm, in_features, sums); \
   }
           SPATE_TILE(1, 4) SPATE_TILE(1, 1)
           SPATE_TILE(2, 4) SPATE_TILE(2, 1)
@@ -748,10 +748,10 @@ at::Tensor quantized_linear(const at::Tensor& x, const at::Tensor& codes, const 
   const float* scale_data = scales.data_ptr<float>();
   const float* min_data = min_tensor == nullptr ? nullptr : min_tensor->data_ptr<float>();
   if (bits == 4) {
-    quantized_rows<4, float>(x.data_ptr<float>(), code_bytes, scale_data, min_data, code_offset,
+    quantized_rows<4>(x.data_ptr<float>(), code_bytes, scale_data, min_data, code_offset,
                              rows, in_features, out_features, out.data_ptr<float>());
   } else {
-    quantized_rows<8, float>(x.data_ptr<float>(), code_bytes, scale_data, min_data, code_offset,
+    quantized_rows<8>(x.data_ptr<float>(), code_bytes, scale_data, min_data, code_offset,
                              rows, in_features, out_features, out.data_ptr<float>());
   }
   return out;

@@ -58,14 +58,25 @@ def random_q4_1(rows: int, columns: int, seed: int) -> GroupQuantized:
     )
 
 
-def random_q4_0(rows: int, columns: int, seed: int) -> GroupQuantized:
+def random_without_mins(
+    kind: str, codes: tuple[int, int], scale: float, rows: int, columns: int, seed: int
+) -> GroupQuantized:
+    """A Q4_0 or Q8_0 weight: codes in [low, high), a scale per 32 columns, no min."""
     generator = torch.Generator().manual_seed(seed)
     return GroupQuantized(
-        "Q4_0",
-        torch.randint(-8, 8, (rows, columns), generator=generator, dtype=torch.int8),
-        torch.rand(rows, columns // 32, generator=generator) * 0.02,
+        kind,
+        torch.randint(*codes, (rows, columns), generator=generator, dtype=torch.int8),
+        torch.rand(rows, columns // 32, generator=generator) * scale,
         None,
     )
+
+
+def random_q4_0(rows: int, columns: int, seed: int) -> GroupQuantized:
+    return random_without_mins("Q4_0", (-8, 8), 0.02, rows, columns, seed)
+
+
+def random_q8_0(rows: int, columns: int, seed: int) -> GroupQuantized:
+    return random_without_mins("Q8_0", (-128, 128), 0.002, rows, columns, seed)
 
 
 def as_gguf_stores_it(weight: GroupQuantized) -> GroupQuantized:
@@ -75,16 +86,6 @@ def as_gguf_stores_it(weight: GroupQuantized) -> GroupQuantized:
         weight.codes,
         weight.scales.half().float(),
         None if weight.mins is None else weight.mins.half().float(),
-    )
-
-
-def random_q8_0(rows: int, columns: int, seed: int) -> GroupQuantized:
-    generator = torch.Generator().manual_seed(seed)
-    return GroupQuantized(
-        "Q8_0",
-        torch.randint(-128, 128, (rows, columns), generator=generator, dtype=torch.int8),
-        torch.rand(rows, columns // 32, generator=generator) * 0.002,
-        None,
     )
 
 
