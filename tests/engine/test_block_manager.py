@@ -1,4 +1,5 @@
-"""BlockManager: allocation, prefix reuse by chained hashes, salts, eviction and freeing."""
+"""BlockManager: allocation, prefix reuse by chained hashes and to the token, salts,
+eviction and freeing."""
 
 from __future__ import annotations
 
@@ -48,13 +49,97 @@ def test_the_block_with_the_last_token_is_always_computed():
     manager = BlockManager(num_blocks=8, block_size=BLOCK_SIZE)
     first = make_sequence(range(8), "first")
     manager.allocate(first)
+    manager.start_step()
     again = make_sequence(range(8), "again")
     manager.allocate(again)
     # Eight tokens are two full blocks, but the second holds the last token, whose logits
-    # are needed, so only the first is reused.
-    assert again.num_cached_tokens == 4
+    # are needed: the first is shared, the second's first three tokens are lent and the
+    # last one is computed.
     assert again.block_table[0] == first.block_table[0]
     assert again.block_table[1] != first.block_table[1]
+    assert again.kv_copy == (first.block_table[1], again.block_table[1])
+    assert again.num_cached_tokens == 7
+
+
+def test_a_block_that_opens_alike_lends_its_tokens():
+    manager = BlockManager(num_blocks=8, block_size=BLOCK_SIZE)
+    first = make_sequence(range(9), "first")
+    manager.allocate(first)
+    manager.start_step()
+    second = make_sequence([0, 1, 2, 3, 4, 5, 99, 98, 97], "second")
+    manager.allocate(second)
+    # Block 0 is shared whole; block 1 ([4, 5, 6, 7] cached) opens with two of second's
+    # tokens, which are copied into second's own block 1.
+    assert second.block_table[0] == first.block_table[0]
+    assert second.kv_copy == (first.block_table[1], second.block_table[1])
+    assert second.num_cached_tokens == 6
+    # The lender stays cached and unchanged for its own continuation.
+    third = make_sequence([*range(8), 50], "third")
+    manager.allocate(third)
+    assert third.block_table[:2] == first.block_table[:2]
+    assert third.num_cached_tokens == 8
+
+
+def test_the_first_block_lends_too_and_the_longest_match_wins():
+    manager = BlockManager(num_blocks=8, block_size=BLOCK_SIZE)
+    short = make_sequence([7, 8, 1, 1, 0], "short")
+    long = make_sequence([7, 8, 9, 1, 0], "long")
+    manager.allocate(short)
+    manager.allocate(long)
+    manager.start_step()
+    seq = make_sequence([7, 8, 9, 2, 2, 2], "seq")
+    manager.allocate(seq)
+    assert seq.kv_copy == (long.block_table[0], seq.block_table[0])
+    assert seq.num_cached_tokens == 3
+    manager.free(seq)
+    assert seq.kv_copy is None and seq.num_cached_tokens == 0
+
+
+def test_blocks_the_coming_step_computes_are_never_lent():
+    manager = BlockManager(num_blocks=8, block_size=BLOCK_SIZE)
+    first = make_sequence(range(5), "first")
+    manager.allocate(first)
+    # No step has run: block 0's keys and values are computed by the coming one, which a
+    # copy made before it would miss.
+    second = make_sequence([0, 1, 9, 9, 9], "second")
+    manager.allocate(second)
+    assert second.kv_copy is None and second.num_cached_tokens == 0
+
+
+def test_nothing_is_lent_across_salts_or_after_eviction():
+    manager = BlockManager(num_blocks=2, block_size=BLOCK_SIZE)
+    first = make_sequence(range(5), "first")
+    manager.allocate(first)
+    manager.free(first)
+    manager.start_step()
+    salted = make_sequence([0, 1, 9, 9, 9], "salted", cache_salt="tenant")
+    manager.allocate(salted)
+    assert salted.kv_copy is None and salted.num_cached_tokens == 0
+    manager.free(salted)
+    # salted took both free blocks, evicting block 0's cached prefix.
+    again = make_sequence([0, 1, 9, 9, 9], "again")
+    manager.allocate(again)
+    assert again.kv_copy is None and again.num_cached_tokens == 0
+
+
+def test_blocks_of_a_failed_step_are_forgotten():
+    manager = BlockManager(num_blocks=8, block_size=BLOCK_SIZE)
+    kept = make_sequence(range(5), "kept")
+    manager.allocate(kept)
+    kept_block_id = kept.block_table[0]
+    manager.free(kept)
+    manager.start_step()
+    failed = make_sequence(range(9), "failed")
+    manager.allocate(failed)
+    manager.forget_uncomputed([failed])
+    manager.free(failed)
+    manager.start_step()
+    # Block 0, computed by an earlier step, is still found; block 1, which the failed
+    # step was to compute, is neither shared nor lent.
+    again = make_sequence(range(9), "again")
+    manager.allocate(again)
+    assert again.block_table[0] == kept_block_id
+    assert again.num_cached_tokens == 4 and again.kv_copy is None
 
 
 def test_freed_blocks_keep_their_prefix_until_evicted():

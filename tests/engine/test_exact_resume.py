@@ -86,3 +86,56 @@ def test_a_cached_prefix_gives_the_bits_of_a_fresh_prefill(make_engine, render_p
     cached = run_to_completion(engine)["cached"]
     assert cached.final.num_cached_tokens > 0
     assert logprobs_by_position(cached) == logprobs_by_position(fresh)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "quantized"])
+def test_tokens_lent_by_a_cached_block_give_the_bits_of_a_fresh_prefill(
+    dtype, make_engine, render_prompt, loaded_model, quantized_model
+):
+    """A prompt that leaves a cached one mid-block: the shared tokens of that block are
+    copied from the cache, not computed, and the answer's logprobs equal a fresh
+    prefill's, bit for bit."""
+    if dtype == "quantized" and not cpu_ops.available():
+        pytest.skip("torch's int4/int8 kernels give a prefilled row other bits than a decode step")
+    model = loaded_model if dtype == "float32" else quantized_model
+    prompt, _ = render_prompt("Write a long essay about the history of Rome. " * 4)
+    block_size = make_engine(model).config.block_size
+    cut = 2 * block_size + 5
+    other = prompt[:cut] + prompt[cut + 1 :]
+    params = SamplingParams(temperature=0.0, max_output_tokens=8, ignore_eos=True,
+                            top_logprobs=TOP_LOGPROBS)
+    fresh_engine = make_engine(model)
+    fresh_engine.add_request("other", other, params)
+    fresh = run_to_completion(fresh_engine)["other"]
+    engine = make_engine(model)
+    engine.add_request("first", prompt, params)
+    run_to_completion(engine)
+    engine.add_request("other", other, params)
+    lent = run_to_completion(engine)["other"]
+    assert fresh.final.num_cached_tokens == 0
+    assert lent.final.num_cached_tokens == cut
+    assert logprobs_by_position(lent) == logprobs_by_position(fresh)
+
+
+def test_a_lending_block_evicted_in_the_same_step_still_lends_its_tokens(
+    make_engine, render_prompt
+):
+    """With a pool just big enough, the borrower's own new blocks evict the block that
+    lends it tokens: the copy is made before the step writes anything, so the answer
+    still equals a fresh prefill's."""
+    prompt, _ = render_prompt("Write a long essay about the history of Rome. " * 4)
+    block_size = make_engine().config.block_size
+    prompt = prompt[: 4 * block_size + 3]
+    cut = 2 * block_size + 5
+    other = prompt[:cut] + prompt[cut + 1 :]
+    params = SamplingParams(temperature=0.0, max_output_tokens=1, top_logprobs=TOP_LOGPROBS)
+    fresh_engine = make_engine()
+    fresh_engine.add_request("other", other, params)
+    fresh = run_to_completion(fresh_engine)["other"]
+    engine = make_engine(num_kv_blocks=5)
+    engine.add_request("first", prompt, params)
+    run_to_completion(engine)
+    engine.add_request("other", other, params)
+    lent = run_to_completion(engine)["other"]
+    assert lent.final.num_cached_tokens == cut
+    assert logprobs_by_position(lent) == logprobs_by_position(fresh)

@@ -96,3 +96,31 @@ def test_a_step_failing_for_every_sequence_alone_raises(make_engine, render_prom
     engine.model_runner.run = always_failing
     with pytest.raises(RuntimeError, match="the device is gone"):
         engine.step()
+
+
+def test_a_failed_prefill_leaves_no_block_to_be_found(make_engine, render_prompt) -> None:
+    """The keys and values a failed step was to compute are garbage: when the request
+    comes back, its prompt is computed again rather than found in the cache."""
+    prompt, _ = render_prompt("Write a long essay about the history of Rome. " * 4)
+    params = SamplingParams(temperature=0.0, max_output_tokens=4, ignore_eos=True)
+    alone = make_engine()
+    alone.add_request("again", prompt, params)
+    expected = run_to_completion(alone)["again"].token_ids
+
+    engine = make_engine()
+    engine.add_request("failing", prompt, params)
+    run = engine.model_runner.run
+
+    def failing_after_writing(seqs, is_prefill, forced):  # type: ignore[no-untyped-def]
+        run(seqs, is_prefill, forced)  # the cache is written, then the step fails
+        raise RuntimeError("the device is gone")
+
+    engine.model_runner.run = failing_after_writing
+    with pytest.raises(RuntimeError, match="the device is gone"):
+        engine.step()
+    engine.cancel("failing")
+    engine.model_runner.run = run
+    engine.add_request("again", prompt, params)
+    again = run_to_completion(engine)["again"]
+    assert again.final.num_cached_tokens == 0
+    assert again.token_ids == expected

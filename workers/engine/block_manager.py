@@ -1,24 +1,38 @@
 """Paged KV-cache block allocator with prefix reuse: full blocks are found again by a hash
-chained over every token before them (and the request's cache salt)."""
+chained over every token before them (and the request's cache salt), and past the last
+full block that matches, a cached block that opens with the same tokens lends them to the
+token: its keys and values are copied into the sequence's own block."""
 
 from __future__ import annotations
 
 import hashlib
 from array import array
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 from collections.abc import Sequence as TokenIds
 
 from workers.engine.sequence import Sequence
 
 
 class Block:
-    __slots__ = ("block_id", "ref_count", "hash")
+    __slots__ = ("block_id", "ref_count", "hash", "parent", "token_ids")
 
     def __init__(self, block_id: int) -> None:
         self.block_id = block_id
         self.ref_count = 0
         # Chained hash of the block's full contents; None while the block is not full.
         self.hash: bytes | None = None
+        # While the block is the one its hash finds: the chain key it extends (the
+        # previous block's hash, or the salt's root) and its tokens, so that a sequence
+        # sharing only the block's first tokens can still be lent them.
+        self.parent: bytes | None = None
+        self.token_ids: tuple[int, ...] = ()
+
+
+def chain_root(salt: str | None) -> bytes:
+    """What the first block of a sequence chains from: a fixed-length digest of the salt,
+    so no salt can pose as another salt plus tokens."""
+    return hashlib.sha256(b"salt:" + salt.encode()).digest() if salt else bytes(32)
 
 
 def chained_block_hash(
@@ -29,11 +43,7 @@ def chained_block_hash(
     chain, which keeps requests with different salts from ever sharing a block. sha256
     rather than Python's hash() because a collision would silently serve wrong KV."""
     digest = hashlib.sha256()
-    if previous_hash is None:
-        # A fixed-length digest of the salt, so no salt can pose as another salt plus tokens.
-        digest.update(hashlib.sha256(b"salt:" + salt.encode()).digest() if salt else bytes(32))
-    else:
-        digest.update(previous_hash)
+    digest.update(chain_root(salt) if previous_hash is None else previous_hash)
     digest.update(array("q", token_ids).tobytes())
     return digest.digest()
 
@@ -47,6 +57,12 @@ class BlockManager:
         self.block_size = block_size
         self.blocks = [Block(block_id) for block_id in range(num_blocks)]
         self.hash_to_block_id: dict[bytes, int] = {}
+        # The cached blocks extending each chain key, searched for a partial match.
+        self.children: dict[bytes, set[int]] = {}
+        # Cached blocks whose keys and values the coming step computes: a sequence of the
+        # same step may share them whole (the step writes a layer's cache before any
+        # sequence reads it) but not have them copied before the step.
+        self.uncomputed_block_ids: set[int] = set()
         # Free blocks holding no reusable prefix are handed out first; free blocks that
         # still hold a cached prefix are evicted least recently freed first.
         self.free_uncached_block_ids: deque[int] = deque(range(num_blocks))
@@ -59,6 +75,19 @@ class BlockManager:
     @property
     def num_free_blocks(self) -> int:
         return len(self.free_uncached_block_ids) + len(self.free_cached_block_ids)
+
+    def start_step(self) -> None:
+        """Called as a step is scheduled: every block registered before has been computed
+        by a step that ran."""
+        self.uncomputed_block_ids.clear()
+
+    def forget_uncomputed(self, seqs: Iterable[Sequence]) -> None:
+        """The step that was to compute these sequences' new blocks failed: those blocks
+        must never be found again."""
+        for seq in seqs:
+            for block_id in seq.block_table:
+                if block_id in self.uncomputed_block_ids:
+                    self._uncache(self.blocks[block_id])
 
     def _is_cached(self, block: Block) -> bool:
         return block.hash is not None and self.hash_to_block_id.get(block.hash) == block.block_id
@@ -85,6 +114,31 @@ class BlockManager:
                     hit_block_ids.append(block_id)
         return hit_block_ids, hashes
 
+    def _partial_hit(
+        self, seq: Sequence, block_index: int, hashes: list[bytes]
+    ) -> tuple[int, int] | None:
+        """A computed cached block that extends the same chain as the sequence's block at
+        `block_index` and opens with the most of the same tokens, and how many: (block id,
+        tokens), or None. The last token is never lent, as with whole blocks."""
+        start = block_index * self.block_size
+        limit = min(self.block_size, seq.num_tokens - 1 - start)
+        if limit < 1:
+            return None
+        parent = hashes[block_index - 1] if block_index else chain_root(seq.params.cache_salt)
+        wanted = seq.token_ids[start : start + limit]
+        best: tuple[int, int] | None = None
+        for block_id in self.children.get(parent, ()):
+            if block_id in self.uncomputed_block_ids:
+                continue
+            num_same = 0
+            for cached, token_id in zip(self.blocks[block_id].token_ids, wanted, strict=False):
+                if cached != token_id:
+                    break
+                num_same += 1
+            if num_same and (best is None or num_same > best[1]):
+                best = (block_id, num_same)
+        return best
+
     def can_allocate(self, seq: Sequence) -> bool:
         hit_block_ids, _ = self._prefix_hits(seq)
         # A hit on a block another sequence holds costs nothing; a hit on a free cached
@@ -96,20 +150,37 @@ class BlockManager:
         if seq.block_table:
             raise ValueError(f"sequence {seq.request_id} already holds KV blocks")
         hit_block_ids, hashes = self._prefix_hits(seq)
+        num_hits = len(hit_block_ids)
+        # Looked up before any block is taken: a free source block evicted below still
+        # holds its keys and values when the copy runs, ahead of the step's forward pass.
+        partial = self._partial_hit(seq, num_hits, hashes)
         for block_id in hit_block_ids:
             block = self.blocks[block_id]
             if block.ref_count == 0:
                 self.free_cached_block_ids.pop(block_id)
             block.ref_count += 1
             seq.block_table.append(block_id)
-        for block_index in range(len(hit_block_ids), seq.num_blocks(self.block_size)):
+        for block_index in range(num_hits, seq.num_blocks(self.block_size)):
             block = self._take_free_block()
             if block_index < len(hashes):
                 # Full blocks are computed in the step that follows, before any other
                 # sequence can read them, so they may be offered for reuse right away.
-                self._register(block, hashes[block_index])
+                parent = hashes[block_index - 1] if block_index else chain_root(
+                    seq.params.cache_salt
+                )
+                self._register(
+                    block,
+                    hashes[block_index],
+                    parent,
+                    seq.block_token_ids(block_index, self.block_size),
+                )
             seq.block_table.append(block.block_id)
-        seq.num_cached_tokens = len(hit_block_ids) * self.block_size
+        seq.num_cached_tokens = num_hits * self.block_size
+        seq.kv_copy = None
+        if partial is not None:
+            source_block_id, num_lent = partial
+            seq.kv_copy = (source_block_id, seq.block_table[num_hits])
+            seq.num_cached_tokens += num_lent
 
     def free(self, seq: Sequence) -> None:
         # Released last block first so that, among equally old cached blocks, the deepest
@@ -125,6 +196,7 @@ class BlockManager:
                     self.free_uncached_block_ids.append(block_id)
         seq.block_table.clear()
         seq.num_cached_tokens = 0
+        seq.kv_copy = None
 
     def can_append(self, seq: Sequence) -> bool:
         """Whether the KV of the sequence's last token, computed in the coming decode step,
@@ -143,18 +215,42 @@ class BlockManager:
             )
             if block_index and previous_hash is None:
                 return
-            block_hash = chained_block_hash(
-                previous_hash,
-                seq.block_token_ids(block_index, self.block_size),
-                seq.params.cache_salt,
+            token_ids = seq.block_token_ids(block_index, self.block_size)
+            self._register(
+                self.blocks[seq.block_table[block_index]],
+                chained_block_hash(previous_hash, token_ids, seq.params.cache_salt),
+                previous_hash or chain_root(seq.params.cache_salt),
+                token_ids,
             )
-            self._register(self.blocks[seq.block_table[block_index]], block_hash)
 
-    def _register(self, block: Block, block_hash: bytes) -> None:
+    def _register(
+        self, block: Block, block_hash: bytes, parent: bytes, token_ids: TokenIds[int]
+    ) -> None:
         block.hash = block_hash
         # An identical block already cached stays the one that is found; this one keeps
         # its hash only so that the block after it can chain from it.
-        self.hash_to_block_id.setdefault(block_hash, block.block_id)
+        if self.hash_to_block_id.setdefault(block_hash, block.block_id) == block.block_id:
+            block.parent = parent
+            block.token_ids = tuple(token_ids)
+            self.children.setdefault(parent, set()).add(block.block_id)
+            self.uncomputed_block_ids.add(block.block_id)
+
+    def _uncache(self, block: Block) -> None:
+        """Makes a cached block unfindable; its hash is cleared too, so that no later block
+        chains from it."""
+        if block.hash is not None and self._is_cached(block):
+            del self.hash_to_block_id[block.hash]
+            if block.parent is not None:
+                siblings = self.children[block.parent]
+                siblings.discard(block.block_id)
+                if not siblings:
+                    del self.children[block.parent]
+        block.hash = block.parent = None
+        block.token_ids = ()
+        self.uncomputed_block_ids.discard(block.block_id)
+        if block.ref_count == 0 and block.block_id in self.free_cached_block_ids:
+            del self.free_cached_block_ids[block.block_id]
+            self.free_uncached_block_ids.append(block.block_id)
 
     def _take_free_block(self) -> Block:
         if self.free_uncached_block_ids:
@@ -164,8 +260,6 @@ class BlockManager:
         else:
             raise RuntimeError("no free KV block; the scheduler must check before allocating")
         block = self.blocks[block_id]
-        if block.hash is not None and self._is_cached(block):
-            del self.hash_to_block_id[block.hash]
-        block.hash = None
+        self._uncache(block)
         block.ref_count = 1
         return block

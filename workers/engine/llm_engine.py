@@ -184,9 +184,11 @@ class LLMEngine:
             sampled = [(seqs, forced_token_ids, run)]
         except Exception as error:
             if len(seqs) == 1:
+                self.scheduler.block_manager.forget_uncomputed(seqs)
                 raise
             log.exception("a step of %d sequences failed; running each alone", len(seqs))
             sampled, failed = self._run_each_alone(seqs, is_prefill, forced_token_ids, error)
+            self.scheduler.block_manager.forget_uncomputed(seq for seq, _ in failed)
             outputs.extend(self._fail(seq, seq_error) for seq, seq_error in failed)
         for batch, forced_ids, result in sampled:
             for seq, token_id, logprob, forced in zip(
@@ -219,6 +221,7 @@ class LLMEngine:
                 log.warning("request %s fails its step alone too: %s", seq.request_id, error)
                 failed.append((seq, error))
         if not sampled:
+            self.scheduler.block_manager.forget_uncomputed(seqs)
             raise batch_error
         return sampled, failed
 

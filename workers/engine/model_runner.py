@@ -99,6 +99,7 @@ class ModelRunner:
             torch.set_num_threads(threads)
         last_token_rows: torch.Tensor | None = None
         if is_prefill:
+            self._copy_lent_tokens(seqs)
             input_ids, positions, attn, last_token_rows = self._prepare_prefill(seqs)
         else:
             input_ids, positions, attn = self._prepare_decode(seqs)
@@ -107,6 +108,21 @@ class ModelRunner:
             hidden = hidden[last_token_rows]
         logits = self.model.compute_logits(hidden)
         return self.sampler(logits, seqs, forced_token_ids)
+
+    def _copy_lent_tokens(self, seqs: list[Sequence]) -> None:
+        """Copies each cached block that lends a sequence its first tokens into the
+        sequence's own block, every layer, ahead of the forward pass that fills the rest.
+        One gather then one scatter per cache, so no copy reads what another writes."""
+        copies = [seq.kv_copy for seq in seqs if seq.kv_copy is not None]
+        if not copies:
+            return
+        sources = torch.tensor([source for source, _ in copies], device=self.device)
+        destinations = torch.tensor([destination for _, destination in copies], device=self.device)
+        for k_cache, v_cache in self.kv_caches:
+            k_cache[destinations] = k_cache[sources]
+            v_cache[destinations] = v_cache[sources]
+        for seq in seqs:
+            seq.kv_copy = None
 
     def _prepare_prefill(
         self, seqs: list[Sequence]

@@ -40,6 +40,7 @@ class Scheduler:
 
     def schedule(self) -> tuple[list[Sequence], bool]:
         """The sequences of the next step and whether it is a prefill step."""
+        self.block_manager.start_step()
         prefill_batch = self._schedule_prefill()
         if prefill_batch:
             return prefill_batch, True

@@ -35,6 +35,7 @@ class Sequence:
         "max_num_tokens",
         "block_table",
         "num_cached_tokens",
+        "kv_copy",
         "num_prompt_cached_tokens",
         "in_think",
         "think_tokens_in_block",
@@ -67,6 +68,10 @@ class Sequence:
         self.block_table: list[int] = []
         # Leading tokens whose KV came from the prefix cache at the latest allocation.
         self.num_cached_tokens = 0
+        # (source, destination) block ids: a cached block that opens like this sequence's
+        # first block past its full-block hits, whose keys and values are copied into the
+        # sequence's own block before its prefill (set by BlockManager.allocate).
+        self.kv_copy: tuple[int, int] | None = None
         # What usage reports: prompt tokens served from the cache when first scheduled.
         self.num_prompt_cached_tokens: int | None = None
         # Think-block state, owned by ThinkingBudget.
