@@ -757,6 +757,77 @@ at::Tensor quantized_linear(const at::Tensor& x, const at::Tensor& codes, const 
   return out;
 }
 
+// ---- a stack of Llama decoder layers in one call ----
+
+// Per layer, in this order: input norm weight; qkv codes, scales, mins; o codes, scales,
+// mins; post-attention norm weight; gate_up codes, scales, mins; down codes, scales, mins.
+// An empty mins tensor stands for none (Q4_0, Q8_0).
+constexpr int64_t kLayerTensors = 14;
+// Per layer: bits and code offset of qkv, o, gate_up and down.
+constexpr int64_t kLayerQuant = 8;
+
+c10::optional<at::Tensor> mins_of(const at::Tensor& mins) {
+  return mins.numel() == 0 ? c10::nullopt : c10::optional<at::Tensor>(mins);
+}
+
+// What workers/model/llama.py's modules compute over these ops, call for call and in the
+// same order, so the bits are theirs (tests/kernels/test_cpu_ops.py); it saves the
+// Python and dispatch of about ten calls a layer, which at one decode row cost as much
+// as the attention. Returns (hidden, residual) before the final norm. A prefill passes
+// cu_seqlens_q; a decode step passes none.
+std::tuple<at::Tensor, at::Tensor> decoder_layers(
+    const at::Tensor& embedded, const at::Tensor& positions, const at::Tensor& slot_mapping,
+    const at::Tensor& block_tables, const at::Tensor& context_lens,
+    const c10::optional<at::Tensor>& cu_seqlens_q, const at::Tensor& cos_sin_cache,
+    at::TensorList k_caches, at::TensorList v_caches, at::TensorList weights,
+    at::IntArrayRef quant, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, double eps,
+    double scale) {
+  const int64_t layers = static_cast<int64_t>(k_caches.size());
+  TORCH_CHECK(static_cast<int64_t>(v_caches.size()) == layers, "one v cache per k cache");
+  TORCH_CHECK(static_cast<int64_t>(weights.size()) == layers * kLayerTensors,
+              "need ", kLayerTensors, " weight tensors a layer, got ", weights.size(), " for ",
+              layers, " layers");
+  TORCH_CHECK(static_cast<int64_t>(quant.size()) == layers * kLayerQuant,
+              "need ", kLayerQuant, " quantization numbers a layer");
+  TORCH_CHECK(embedded.dim() == 2 && embedded.scalar_type() == at::kFloat,
+              "hidden states must be [T, H] float32");
+  const int64_t tokens = embedded.size(0);
+  const int64_t q_size = num_heads * head_dim, kv_size = num_kv_heads * head_dim;
+  const at::Tensor blocks = block_tables.contiguous();
+  at::Tensor hidden = embedded.contiguous();
+  at::Tensor residual;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    const at::Tensor* w = weights.data() + layer * kLayerTensors;
+    const int64_t* qm = quant.data() + layer * kLayerQuant;
+    if (layer == 0) {
+      residual = hidden;
+      hidden = std::get<0>(rms_norm(hidden, w[0], eps, c10::nullopt));
+    } else {
+      std::tie(hidden, residual) = rms_norm(hidden, w[0], eps, residual);
+    }
+    const at::Tensor qkv = quantized_linear(hidden, w[1], w[2], mins_of(w[3]), qm[0], qm[1]);
+    at::Tensor q = qkv.narrow(1, 0, q_size).reshape({tokens, num_heads, head_dim}).contiguous();
+    at::Tensor k = qkv.narrow(1, q_size, kv_size).reshape({tokens, num_kv_heads, head_dim}).contiguous();
+    at::Tensor v = qkv.narrow(1, q_size + kv_size, kv_size)
+                       .reshape({tokens, num_kv_heads, head_dim})
+                       .contiguous();
+    rotary_embedding(q, k, positions, cos_sin_cache);
+    store_kv_cache(k, v, k_caches[layer], v_caches[layer], slot_mapping);
+    const at::Tensor attended =
+        cu_seqlens_q.has_value()
+            ? prefill_attention(q, k_caches[layer], v_caches[layer], blocks, *cu_seqlens_q,
+                                context_lens, scale)
+            : paged_decode_attention(q, k_caches[layer], v_caches[layer], blocks, context_lens,
+                                     scale);
+    hidden = quantized_linear(attended.reshape({tokens, q_size}), w[4], w[5], mins_of(w[6]),
+                              qm[2], qm[3]);
+    std::tie(hidden, residual) = rms_norm(hidden, w[7], eps, residual);
+    const at::Tensor gate_up = quantized_linear(hidden, w[8], w[9], mins_of(w[10]), qm[4], qm[5]);
+    hidden = quantized_linear(silu_and_mul(gate_up), w[11], w[12], mins_of(w[13]), qm[6], qm[7]);
+  }
+  return {hidden, residual};
+}
+
 // How many threads at::parallel_for runs a wide loop on here: at::get_num_threads() when
 // the library is built with OpenMP, 1 when it is not (the pragma is then ignored).
 int64_t parallel_threads() {
@@ -785,6 +856,10 @@ TORCH_LIBRARY(spate_cpu, m) {
   m.def("parallel_threads() -> int", &parallel_threads);  // no tensor to dispatch on
   m.def("quantized_linear(Tensor x, Tensor codes, Tensor scales, Tensor? mins, int bits, "
         "int offset) -> Tensor");
+  m.def("decoder_layers(Tensor hidden, Tensor positions, Tensor slot_mapping, "
+        "Tensor block_tables, Tensor context_lens, Tensor? cu_seqlens_q, Tensor cos_sin_cache, "
+        "Tensor(a!)[] k_caches, Tensor(b!)[] v_caches, Tensor[] weights, int[] quant, "
+        "int num_heads, int num_kv_heads, int head_dim, float eps, float scale) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(spate_cpu, CPU, m) {
@@ -795,4 +870,5 @@ TORCH_LIBRARY_IMPL(spate_cpu, CPU, m) {
   m.impl("paged_decode_attention", TORCH_FN(paged_decode_attention));
   m.impl("prefill_attention", TORCH_FN(prefill_attention));
   m.impl("quantized_linear", TORCH_FN(quantized_linear));
+  m.impl("decoder_layers", TORCH_FN(decoder_layers));
 }

@@ -11,6 +11,7 @@ from torch import nn
 from kernels import KernelOps
 from workers.model.attention import Attention, AttentionMetadata, KVCache
 from workers.model.config import ModelConfig
+from workers.model.fused_layers import FusedLayers
 from workers.model.rope import build_cos_sin_cache
 from workers.model.weights import WeightLoader
 
@@ -148,6 +149,10 @@ class CausalLM(nn.Module):
         self.tied_lm_head: nn.Module | None = None
         if not config.tie_word_embeddings:
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False, dtype=dtype)
+        # Whether the layers may run as one fused CPU op where it covers the model
+        # (workers/model/fused_layers.py); False runs the modules one op at a time.
+        self.fuse_layers = True
+        self._fused: FusedLayers | None | bool = False  # False: not looked up yet
         cache_dtype = dtype if dtype is not None else torch.get_default_dtype()
         self.register_buffer(
             "cos_sin_cache",
@@ -173,13 +178,27 @@ class CausalLM(nn.Module):
                 f"and {tuple(positions.shape)}"
             )
         hidden = self.embed_tokens(input_ids)
-        residual = None
-        for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
-            hidden, residual = layer(
-                positions, hidden, residual, attn, kv_cache, self.cos_sin_cache
-            )
+        fused = self._fused_layers()
+        if fused is not None:
+            hidden, residual = fused(hidden, positions, attn, kv_caches, self.cos_sin_cache)
+        else:
+            residual = None
+            for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
+                hidden, residual = layer(
+                    positions, hidden, residual, attn, kv_cache, self.cos_sin_cache
+                )
         hidden, _ = self.norm(hidden, residual)
         return hidden
+
+    def _fused_layers(self) -> FusedLayers | None:
+        """The one-call layer stack, where the fused CPU ops serve this model and cover it.
+        Looked up once: the linears do not change after loading (the ops may, so those are
+        asked every time)."""
+        if not self.fuse_layers or getattr(self.ops, "backend", None) != "cpu":
+            return None
+        if self._fused is False:
+            self._fused = FusedLayers.of(self)
+        return self._fused if isinstance(self._fused, FusedLayers) else None
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, H] -> logits [N, V] in fp32, whatever the model dtype."""
