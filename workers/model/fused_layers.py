@@ -10,16 +10,17 @@ attention does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
+from torch import nn
 
 from kernels import cpu_ops
 from workers.model.attention import AttentionMetadata, KVCache
 from workers.model.quantized_linear import GroupLinear
 
 if TYPE_CHECKING:
-    from workers.model.llama import CausalLM
+    from workers.model.llama import CausalLM, DecoderLayer
 
 _NO_MINS = torch.empty(0)
 
@@ -27,7 +28,11 @@ _NO_MINS = torch.empty(0)
 class FusedLayers:
     """The layers' tensors flattened as the op reads them; build it with `of`."""
 
-    def __init__(self, model: CausalLM, linears: list[list[GroupLinear]]) -> None:
+    def __init__(
+        self, model: CausalLM, layers: list[tuple[torch.Tensor, torch.Tensor, list[GroupLinear]]]
+    ) -> None:
+        """`layers`: each layer's input norm weight, post-attention norm weight, and its
+        qkv, o, gate_up and down linears."""
         config = model.config
         self.num_heads = config.num_heads
         self.num_kv_heads = config.num_kv_heads
@@ -36,17 +41,17 @@ class FusedLayers:
         self.scale = config.head_dim**-0.5
         self.weights: list[torch.Tensor] = []
         self.quant: list[int] = []
-        for layer, (qkv, o, gate_up, down) in zip(model.layers, linears, strict=True):
-            self.weights.append(layer.input_layernorm.weight)
+        for input_norm, post_norm, (qkv, o, gate_up, down) in layers:
+            self.weights.append(input_norm)
             self._add(qkv)
             self._add(o)
-            self.weights.append(layer.post_attention_layernorm.weight)
+            self.weights.append(post_norm)
             self._add(gate_up)
             self._add(down)
 
     def _add(self, linear: GroupLinear) -> None:
         mins = linear.mins if isinstance(linear.mins, torch.Tensor) else _NO_MINS
-        self.weights += [linear.codes, linear.scales, mins]
+        self.weights += [cast(torch.Tensor, linear.codes), cast(torch.Tensor, linear.scales), mins]
         self.quant += [linear.bits, linear.offset]
 
     @classmethod
@@ -57,14 +62,22 @@ class FusedLayers:
             return None
         if model.embed_tokens.weight.dtype != torch.float32:
             return None
-        linears = []
-        for layer in model.layers:
+        layers: list[tuple[torch.Tensor, torch.Tensor, list[GroupLinear]]] = []
+        for module in model.layers:
+            layer = cast("DecoderLayer", module)
             attention, mlp = layer.self_attn, layer.mlp
-            four = [attention.qkv_proj, attention.o_proj, mlp.gate_up_proj, mlp.down_proj]
-            if not all(isinstance(linear, GroupLinear) and linear.bias is None for linear in four):
-                return None
-            linears.append(four)
-        return cls(model, linears)
+            four: list[nn.Module] = [
+                attention.qkv_proj, attention.o_proj, mlp.gate_up_proj, mlp.down_proj
+            ]
+            linears: list[GroupLinear] = []
+            for linear in four:
+                if not isinstance(linear, GroupLinear) or isinstance(linear.bias, torch.Tensor):
+                    return None
+                linears.append(linear)
+            layers.append((
+                layer.input_layernorm.weight, layer.post_attention_layernorm.weight, linears
+            ))
+        return cls(model, layers)
 
     def __call__(
         self,
