@@ -23,7 +23,7 @@ from journal.trace_context import trace_id_of
 from workers.engine_loop import EngineLoop
 from workers.metrics import WorkerMetrics
 from workers.recovery import PriorProgress, progress_of
-from workers.served_model import InvalidRequest, ServedModel, check_served_model
+from workers.served_model import InvalidRequest, Prompt, ServedModel, check_served_model
 from workers.settings import WorkerSettings
 from workers.step_events import StepEvents, usage_of
 
@@ -175,6 +175,10 @@ class Worker:
                 await delivery.in_progress()
             return
         progress = PriorProgress()
+        # The prompt is built while the lease is taken and the cancels are read: it has no
+        # effect, and on one core's worth of CPU it is the start's longest part.
+        prepared = asyncio.ensure_future(asyncio.to_thread(self._prompt_and_params, request))
+        prepared.add_done_callback(_retrieve_error)  # a start that ends early never reads it
         try:
             # Taken before the log is read: a worker that held it before (frozen past the
             # ack wait) can write nothing after the read.
@@ -201,7 +205,7 @@ class Worker:
         ), job_log)
         self._jobs[response_id] = job  # registered first, so a cancel from now on is seen
         try:
-            await self._prepare_job(job, progress, delivered)
+            await self._prepare_job(job, progress, delivered, prepared)
         except Exception as error:
             # A bug must still end the response (an unanswered request hangs its client); one
             # whose failure cannot be written either goes back to the queue.
@@ -212,8 +216,14 @@ class Worker:
             except Exception as publish_error:
                 await self._give_back(job, publish_error)
 
-    async def _prepare_job(self, job: Job, progress: PriorProgress, delivered: int) -> None:
-        request, response_id, served = job.request, job.request.response_id, self.served
+    def _prompt_and_params(self, request: RequestAccepted) -> tuple[Prompt, Any]:
+        return self.served.build_prompt(request), self.served.sampling_params(request)
+
+    async def _prepare_job(
+        self, job: Job, progress: PriorProgress, delivered: int,
+        prepared: asyncio.Future[tuple[Prompt, Any]],
+    ) -> None:
+        request, response_id = job.request, job.request.response_id
         try:
             if delivered >= self.settings.max_deliver and delivered > 1:
                 await self._fail(job, "worker_lost", f"The response failed after {delivered} delivery attempts.")
@@ -221,8 +231,7 @@ class Worker:
             if job.cancelled or await self._journal.cancel_requested(response_id):
                 await self._finish_cancelled(job, 0)
                 return
-            prompt = await asyncio.to_thread(served.build_prompt, request)
-            params = await asyncio.to_thread(served.sampling_params, request)
+            prompt, params = await prepared
         except InvalidRequest as error:
             await self._fail(job, error.code, str(error), param=error.param)
             return
@@ -239,7 +248,7 @@ class Worker:
             prompt_text=prompt.text if messages else None,
             prompt_token_ids=tuple(prompt.token_ids) if messages else None,
         )
-        job.events = StepEvents(request, served.token_text, prompt.opens_reasoning)
+        job.events = StepEvents(request, self.served.token_text, prompt.opens_reasoning)
         if job.finished:  # fenced out while it was being prepared
             return
         self.engine.add(
@@ -392,4 +401,7 @@ class Worker:
             await asyncio.sleep(self.settings.heartbeat_s)
 
 
-
+def _retrieve_error(future: asyncio.Future[Any]) -> None:
+    """Marks a background future's error as seen, for a start that returned before it."""
+    if not future.cancelled():
+        future.exception()
