@@ -97,10 +97,14 @@ def test_wide_decode_steps_take_every_core_where_the_bits_allow(
     assert runner.threads_for(is_prefill=False, rows=1) == 1
     assert runner.threads_for(is_prefill=False, rows=3) == 1
     assert runner.threads_for(is_prefill=False, rows=4) == cores
-    assert runner.threads_for(is_prefill=True, rows=1) == cores
+    # A prefill counts the tokens it computes: one or two past a cached prefix are a
+    # decode step's work.
+    assert runner.threads_for(is_prefill=True, rows=1) == 1
+    assert runner.threads_for(is_prefill=True, rows=40) == cores
     dense = make_engine(served_model, num_threads=1).model_runner
     assert not dense.thread_invariant
     assert dense.threads_for(is_prefill=False, rows=32) == 1
+    assert dense.threads_for(is_prefill=True, rows=1) == cores
     # Quantized linears on torch's kernels, under the fused ops: not thread-invariant.
     mixed = make_engine(load_model(DEFAULT_MODEL, backend="torch", weights="quantized"),
                         num_threads=1).model_runner

@@ -52,10 +52,14 @@ class ModelRunner:
         )
 
     def threads_for(self, is_prefill: bool, rows: int) -> int:
-        """CPU threads of a step (0 on a GPU): every core for prefill and, where the model
-        is thread-invariant, for decode steps of at least `wide_decode_rows` sequences."""
-        wide = self.wide_decode_rows is not None and rows >= self.wide_decode_rows
-        return self.prefill_threads if is_prefill or wide else self.decode_threads
+        """CPU threads of a step (0 on a GPU) that computes `rows` tokens. Where the model
+        is thread-invariant, every core from `wide_decode_rows` rows on, prefill or
+        decode, and the decode threads below (a prefill of a token or two past a cached
+        prefix is a decode step's work); elsewhere every core for prefill only."""
+        if self.wide_decode_rows is not None:
+            wide = rows >= self.wide_decode_rows
+            return self.prefill_threads if wide else self.decode_threads
+        return self.prefill_threads if is_prefill else self.decode_threads
 
     def _use_backend(self, requested: str) -> kernels.KernelOps:
         """The model was built with the ops of some backend; if the engine is configured
@@ -94,7 +98,8 @@ class ModelRunner:
     def run(
         self, seqs: list[Sequence], is_prefill: bool, forced_token_ids: list[int | None]
     ) -> SamplerOutput:
-        threads = self.threads_for(is_prefill, len(seqs))
+        rows = sum(seq.num_tokens - seq.num_cached_tokens for seq in seqs) if is_prefill else len(seqs)
+        threads = self.threads_for(is_prefill, rows)
         if threads and threads != torch.get_num_threads():
             torch.set_num_threads(threads)
         last_token_rows: torch.Tensor | None = None
