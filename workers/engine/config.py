@@ -35,8 +35,8 @@ class EngineConfig:
     # linears on them): a few sequences' steps are too short to keep a second thread
     # busy beside the API on a small machine, a wide step's matmuls are not (served on 2
     # cores, every core at every width gave 0.75x at 1 stream, 1.13x at 8 and 1.32x at
-    # 32; 4 lies between, unmeasured). A prefill counts the tokens it computes: as
-    # few past a cached prefix keeps the decode threads (a one-token prefill served on
+    # 32; 4 lies between, unmeasured). A prefill counts the tokens it computes: fewer
+    # than this past a cached prefix keep the decode threads (a one-token prefill served on
     # 2 cores took 22-28 ms on both, about 16 on one). None: never.
     wide_decode_rows: int | None = 4
 
