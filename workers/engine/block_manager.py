@@ -124,7 +124,7 @@ class BlockManager:
         limit = min(self.block_size, seq.num_tokens - 1 - start)
         if limit < 1:
             return None
-        parent = hashes[block_index - 1] if block_index else chain_root(seq.params.cache_salt)
+        parent = _chain_key(seq, block_index, hashes)
         wanted = seq.token_ids[start : start + limit]
         best: tuple[int, int] | None = None
         for block_id in self.children.get(parent, ()):
@@ -165,13 +165,10 @@ class BlockManager:
             if block_index < len(hashes):
                 # Full blocks are computed in the step that follows, before any other
                 # sequence can read them, so they may be offered for reuse right away.
-                parent = hashes[block_index - 1] if block_index else chain_root(
-                    seq.params.cache_salt
-                )
                 self._register(
                     block,
                     hashes[block_index],
-                    parent,
+                    _chain_key(seq, block_index, hashes),
                     seq.block_token_ids(block_index, self.block_size),
                 )
             seq.block_table.append(block.block_id)
@@ -263,3 +260,9 @@ class BlockManager:
         self._uncache(block)
         block.ref_count = 1
         return block
+
+
+def _chain_key(seq: Sequence, block_index: int, hashes: list[bytes]) -> bytes:
+    """What the sequence's block at `block_index` chains from, given its full blocks'
+    hashes: the previous block's hash, or the salt's root for the first block."""
+    return hashes[block_index - 1] if block_index else chain_root(seq.params.cache_salt)

@@ -98,7 +98,9 @@ class ModelRunner:
     def run(
         self, seqs: list[Sequence], is_prefill: bool, forced_token_ids: list[int | None]
     ) -> SamplerOutput:
-        rows = sum(seq.num_tokens - seq.num_cached_tokens for seq in seqs) if is_prefill else len(seqs)
+        rows = len(seqs)
+        if is_prefill:
+            rows = sum(seq.num_tokens - seq.num_cached_tokens for seq in seqs)
         threads = self.threads_for(is_prefill, rows)
         if threads and threads != torch.get_num_threads():
             torch.set_num_threads(threads)

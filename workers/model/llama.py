@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import torch
@@ -152,7 +153,6 @@ class CausalLM(nn.Module):
         # Whether the layers may run as one fused CPU op where it covers the model
         # (workers/model/fused_layers.py); False runs the modules one op at a time.
         self.fuse_layers = True
-        self._fused: FusedLayers | None | bool = False  # False: not looked up yet
         cache_dtype = dtype if dtype is not None else torch.get_default_dtype()
         self.register_buffer(
             "cos_sin_cache",
@@ -191,14 +191,16 @@ class CausalLM(nn.Module):
         return hidden
 
     def _fused_layers(self) -> FusedLayers | None:
-        """The one-call layer stack, where the fused CPU ops serve this model and cover it.
-        Looked up once: the linears do not change after loading (the ops may, so those are
-        asked every time)."""
+        """The one-call layer stack, where the fused CPU ops serve this model and cover it
+        (the ops may change, so they are asked every time)."""
         if not self.fuse_layers or getattr(self.ops, "backend", None) != "cpu":
             return None
-        if self._fused is False:
-            self._fused = FusedLayers.of(self)
-        return self._fused if isinstance(self._fused, FusedLayers) else None
+        return self._fused
+
+    @functools.cached_property
+    def _fused(self) -> FusedLayers | None:
+        # Looked up at the first forward pass, after loading: the linears do not change.
+        return FusedLayers.of(self)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [N, H] -> logits [N, V] in fp32, whatever the model dtype."""
