@@ -13,7 +13,7 @@ import contextlib
 import time
 from typing import Any
 
-from nats.js.errors import KeyNotFoundError, NoKeysError
+from nats.js.errors import KeyNotFoundError
 
 from events import ModelCard
 from events.subjects import MODELS_BUCKET, WORKERS_BUCKET, model_key, subject_token
@@ -91,7 +91,7 @@ class Registry:
         return await asyncio.shield(running)
 
     async def _read_liveness(self, model: str) -> bool:
-        live = bool(await self._live_keys(f"{model_key(model)}.*"))
+        live = bool(await self._live_keys(f"{model_key(model)}.*", first=True))
         if live:
             self._live_until[model] = time.monotonic() + LIVE_CACHE_S
         return live
@@ -108,27 +108,35 @@ class Registry:
 
     async def model_names(self) -> list[str]:
         """Every advertised model (as its registry key), live or not."""
-        models = await self._bucket(MODELS_BUCKET)
-        try:
-            return sorted(await models.keys())
-        except NoKeysError:
-            return []
-        except Exception as error:
-            raise JournalUnavailable(f"Could not read the model registry: {error}") from error
+        return await self._current_keys(MODELS_BUCKET, ">")
 
-    async def _live_keys(self, pattern: str) -> list[str]:
-        workers = await self._bucket(WORKERS_BUCKET)
+    async def _live_keys(self, pattern: str, *, first: bool = False) -> list[str]:
+        return await self._current_keys(WORKERS_BUCKET, pattern, first=first)
+
+    async def _current_keys(self, bucket: str, pattern: str, *, first: bool = False) -> list[str]:
+        """The keys under `pattern` whose latest entry is a value (not a delete or purge).
+
+        The stream's per-subject counts say which keys have entries at all; each is then read.
+        A key-value watch is not used: its end-of-initial-values marker can arrive before
+        values the server has already sent, and a listing would then come back short.
+        """
+        kv = await self._bucket(bucket)
+        js = self._connection.require()
+        prefix = f"$KV.{bucket}."
         try:
-            watcher = await workers.watch(pattern, ignore_deletes=True, meta_only=True)
+            info = await js.stream_info(f"KV_{bucket}", subjects_filter=prefix + pattern)
         except Exception as error:
-            raise JournalUnavailable(f"Could not read the worker registry: {error}") from error
+            raise JournalUnavailable(f"Could not read the registry bucket {bucket}: {error}") from error
         keys = []
-        try:
-            async for entry in watcher:
-                if entry is None:  # the end of what is stored now
-                    break
-                keys.append(entry.key)
-        finally:
-            with contextlib.suppress(Exception):
-                await watcher.stop()
+        for subject in sorted(info.state.subjects or {}):
+            key = subject[len(prefix) :]
+            try:
+                await kv.get(key)
+            except KeyNotFoundError:  # deleted, purged or expired
+                continue
+            except Exception as error:
+                raise JournalUnavailable(f"Could not read the registry bucket {bucket}: {error}") from error
+            keys.append(key)
+            if first:
+                break
         return keys

@@ -165,7 +165,7 @@ class RedisStore(RedisConversations, Store):
                     await _next_notification(pubsub, wait)
         finally:
             with contextlib.suppress(RedisError, OSError):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
 
     async def input_items(
         self,
