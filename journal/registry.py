@@ -23,7 +23,12 @@ from journal.errors import JournalUnavailable
 # Registry answers reused on the request path; a card changes only when a worker with a
 # different build of the model starts.
 CARD_CACHE_S = 5.0
-LIVE_CACHE_S = 0.5
+# A model seen live this recently (a liveness read, or a worker's heartbeat seen on the
+# bus) is live without a read: longer than a worker's heartbeat period, so a served
+# model's requests wait on no registry round trip, and well within the liveness TTL, so
+# the answer is no staler than a read's. A worker's withdrawal, seen on the bus, ends it
+# at once.
+LIVE_CACHE_S = 3.0
 
 
 def liveness_key(model: str, worker_id: str) -> str:
@@ -34,7 +39,12 @@ class Registry:
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
         self._cards: dict[str, tuple[float, ModelCard]] = {}
-        self._live_until: dict[str, float] = {}
+        # When each model (by its registry key) was last seen live (time.monotonic()).
+        self._live_seen: dict[str, float] = {}
+        # When a withdrawal of each model's worker was last seen: a read that began
+        # before it may have seen the key, and is not remembered.
+        self._withdrawn_at: dict[str, float] = {}
+        self._watching = False
         # One liveness read per model at a time: a burst of requests shares it.
         self._live_checks: dict[str, asyncio.Future[bool]] = {}
 
@@ -80,21 +90,48 @@ class Registry:
 
     async def is_live(self, model: str) -> bool:
         """Whether some worker's heartbeat for `model` is current. A yes is remembered
-        briefly (a hot path); a no never is, so a worker coming back is seen at once."""
-        if self._live_until.get(model, 0.0) > time.monotonic():
+        briefly (a hot path; see LIVE_CACHE_S); a no never is, so a worker coming back is
+        seen at once."""
+        key = model_key(model)
+        if not self._watching:
+            await self._watch_heartbeats()
+        if time.monotonic() - self._live_seen.get(key, float("-inf")) < LIVE_CACHE_S:
             return True
-        running = self._live_checks.get(model)
+        running = self._live_checks.get(key)
         if running is None:
-            running = asyncio.ensure_future(self._read_liveness(model))
-            self._live_checks[model] = running
-            running.add_done_callback(lambda _: self._live_checks.pop(model, None))
+            running = asyncio.ensure_future(self._read_liveness(key))
+            self._live_checks[key] = running
+            running.add_done_callback(lambda _: self._live_checks.pop(key, None))
         return await asyncio.shield(running)
 
-    async def _read_liveness(self, model: str) -> bool:
-        live = bool(await self._live_keys(f"{model_key(model)}.*", first=True))
-        if live:
-            self._live_until[model] = time.monotonic() + LIVE_CACHE_S
+    async def _read_liveness(self, key: str) -> bool:
+        read_at = time.monotonic()
+        live = bool(await self._live_keys(f"{key}.*", first=True))
+        if live and read_at > self._withdrawn_at.get(key, float("-inf")):
+            self._live_seen[key] = max(read_at, self._live_seen.get(key, read_at))
         return live
+
+    async def _watch_heartbeats(self) -> None:
+        """Follow the liveness keys' writes as they happen (a plain subscription, which
+        the client renews after a reconnect): a heartbeat renews its model's yes, a
+        withdrawal (a delete) forgets it."""
+        self._connection.require()
+
+        async def on_write(msg: Any) -> None:
+            key = msg.subject[len(prefix) :].split(".", 1)[0]
+            if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE"):
+                self._live_seen.pop(key, None)
+                self._withdrawn_at[key] = time.monotonic()
+            else:
+                self._live_seen[key] = time.monotonic()
+
+        prefix = f"$KV.{WORKERS_BUCKET}."
+        self._watching = True
+        try:
+            await self._connection.nc.subscribe(prefix + ">", cb=on_write)
+        except Exception as error:
+            self._watching = False
+            raise JournalUnavailable(f"Could not follow the workers' heartbeats: {error}") from error
 
     async def live_models(self) -> list[ModelCard]:
         keys = await self._live_keys(">")

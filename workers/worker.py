@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,10 @@ from workers.settings import WorkerSettings
 from workers.step_events import StepEvents, usage_of
 
 log = logging.getLogger("spate.worker")
+
+# Cancels of responses with no job here that are remembered: a start reads the stored
+# cancels and registers its job within milliseconds, so only the latest matter.
+EARLY_CANCELS_KEPT = 1024
 
 
 @dataclass(slots=True)
@@ -66,6 +71,8 @@ class Worker:
         self._outputs: asyncio.Queue[list[Any]] = asyncio.Queue()
         self._capacity = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Cancels seen for responses with no job here, newest last (see _on_cancel).
+        self._early_cancels: OrderedDict[str, bool] = OrderedDict()
         self.metrics = WorkerMetrics()
 
     @property
@@ -179,6 +186,10 @@ class Worker:
         # effect, and on one core's worth of CPU it is the start's longest part.
         prepared = asyncio.ensure_future(asyncio.to_thread(self._prompt_and_params, request))
         prepared.add_done_callback(_retrieve_error)  # a start that ends early never reads it
+        # The cancel check shares the lease's round trip; a cancel written after the check
+        # and before the job is registered is remembered by _on_cancel.
+        cancel_read = asyncio.ensure_future(self._journal.cancel_requested(response_id))
+        cancel_read.add_done_callback(_retrieve_error)
         try:
             # Taken before the log is read: a worker that held it before (frozen past the
             # ack wait) can write nothing after the read.
@@ -205,7 +216,7 @@ class Worker:
         ), job_log)
         self._jobs[response_id] = job  # registered first, so a cancel from now on is seen
         try:
-            await self._prepare_job(job, progress, delivered, prepared)
+            await self._prepare_job(job, progress, delivered, prepared, cancel_read)
         except Exception as error:
             # A bug must still end the response (an unanswered request hangs its client); one
             # whose failure cannot be written either goes back to the queue.
@@ -221,14 +232,14 @@ class Worker:
 
     async def _prepare_job(
         self, job: Job, progress: PriorProgress, delivered: int,
-        prepared: asyncio.Future[tuple[Prompt, Any]],
+        prepared: asyncio.Future[tuple[Prompt, Any]], cancel_read: asyncio.Future[bool],
     ) -> None:
         request, response_id = job.request, job.request.response_id
         try:
             if delivered >= self.settings.max_deliver and delivered > 1:
                 await self._fail(job, "worker_lost", f"The response failed after {delivered} delivery attempts.")
                 return
-            if job.cancelled or await self._journal.cancel_requested(response_id):
+            if job.cancelled or self._early_cancels.pop(response_id, False) or await cancel_read:
                 await self._finish_cancelled(job, 0)
                 return
             prompt, params = await prepared
@@ -365,7 +376,14 @@ class Worker:
 
     def _on_cancel(self, response_id: str) -> None:
         job = self._jobs.get(response_id)
-        if job is not None and not job.cancelled:
+        if job is None:
+            # Perhaps one this worker is starting, its cancel check already sent: kept
+            # for the start to see (the latest few only; any other worker's response is
+            # just as likely).
+            self._early_cancels[response_id] = True
+            while len(self._early_cancels) > EARLY_CANCELS_KEPT:
+                self._early_cancels.popitem(last=False)
+        elif not job.cancelled:
             job.cancelled = True
             self.engine.cancel(response_id)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import httpx
 
 from cli.nats_server import free_port
+from journal import Journal, JournalSettings
 from tests.conftest import DEFAULT_MODEL, Stack
 from tests.e2e.test_queue_consumer import read_log
 from tests.processes import SpateProcess, wait_http
@@ -33,6 +35,29 @@ def test_client_disconnect_cancels_the_response(stack: Stack) -> None:
     assert log[-1].finish_reason == "cancelled"
     assert log[-1].usage.output_tokens < 400
     assert log[-1].seq == len(log) - 1
+
+
+def test_a_response_cancelled_before_its_worker_starts_generates_nothing(stack: Stack) -> None:
+    response_id = f"resp_precancelled_{uuid.uuid4().hex}"
+
+    async def cancel_first() -> None:
+        journal = Journal(JournalSettings(nats_url=stack.nats_url), name="precancel-test")
+        journal.start()
+        try:
+            assert await journal.wait_connected()
+            await journal.cancel(response_id, "requested")
+        finally:
+            await journal.close()
+
+    asyncio.run(cancel_first())
+    reply = httpx.post(f"{stack.base_url}/v1/responses",
+                       json={**LONG, "stream": False, "request_id": response_id}, timeout=120)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["id"] == response_id
+    log = asyncio.run(read_log(stack.nats_url, response_id))
+    assert [event.type for event in log][1:] == ["generation.finished"]
+    assert log[-1].finish_reason == "cancelled"
+    assert log[-1].usage.output_tokens == 0
 
 
 def test_overload_is_429_with_retry_after(stack: Stack) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 from events import ModelCard
 from journal import Journal
 
@@ -18,11 +21,11 @@ async def test_a_model_is_live_while_any_of_its_workers_is(journal: Journal) -> 
     assert "registry-model" in {c.name for c in await journal.registry.live_models()}
 
     await journal.registry.withdraw(card.name, "worker-a")
-    journal.registry._live_until.clear()  # judge the bucket, not the short-lived cache
+    journal.registry._live_seen.clear()  # judge the bucket, not the short-lived cache
     assert await journal.registry.is_live("registry-model")
 
     await journal.registry.withdraw(card.name, "worker-b")
-    journal.registry._live_until.clear()
+    journal.registry._live_seen.clear()
     assert not await journal.registry.is_live("registry-model")
     assert "registry-model" not in {c.name for c in await journal.registry.live_models()}
 
@@ -34,3 +37,26 @@ async def test_a_model_name_with_dots_keeps_its_workers_apart(journal: Journal) 
     assert await journal.registry.is_live("org/model.v1")
     assert not await journal.registry.is_live("org/model")
     await journal.registry.withdraw(card.name, "host.1")
+
+
+async def test_liveness_follows_heartbeats_and_withdrawals_without_a_read(journal: Journal) -> None:
+    card = ModelCard(name="pushed-model", context_length=2048)
+    await journal.registry.advertise(card)
+    assert not await journal.registry.is_live("pushed-model")  # starts following writes
+
+    await journal.registry.heartbeat(card.name, "worker-a")
+    assert await wait_until(lambda: "pushed-model" in journal.registry._live_seen)
+    assert await journal.registry.is_live("pushed-model")
+
+    await journal.registry.withdraw(card.name, "worker-a")
+    assert await wait_until(lambda: "pushed-model" not in journal.registry._live_seen)
+    assert not await journal.registry.is_live("pushed-model")
+
+
+async def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
