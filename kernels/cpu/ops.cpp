@@ -147,6 +147,26 @@ void accumulate(float* __restrict acc, float weight, const T* __restrict value, 
   for (int64_t d = 0; d < n; ++d) acc[d] += weight * to_float(value[d]);
 }
 
+// at::parallel_for over [begin, end), but dealt out `grain` at a time from a shared
+// counter rather than split into one fixed share per thread: a thread the OS takes away
+// for a while (a served worker shares its cores with the API and NATS) holds up only the
+// chunk it is on, while the others take the rest. Which thread computes a chunk changes
+// none of its bits.
+template <typename F>
+void dealt_parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  if (end - begin <= grain) {
+    if (begin < end) f(begin, end);
+    return;
+  }
+  std::atomic<int64_t> next{begin};
+  const int64_t chunks = (end - begin + grain - 1) / grain;
+  at::parallel_for(0, std::min<int64_t>(chunks, at::get_num_threads()), 1, [&](int64_t, int64_t) {
+    for (int64_t start = next.fetch_add(grain); start < end; start = next.fetch_add(grain)) {
+      f(start, std::min(end, start + grain));
+    }
+  });
+}
+
 void check_cpu(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.device().is_cpu(), name, " must be a CPU tensor");
   TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
@@ -451,8 +471,10 @@ at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k_cache
     const scalar_t* values = v_cache.data_ptr<scalar_t>();
     const int32_t* tables = block_tables.data_ptr<int32_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
-    at::parallel_for(0, batch * num_heads, 4, [&](int64_t begin, int64_t end) {
-      std::vector<float> scores, scaled_query(head_dim), acc(head_dim);
+    dealt_parallel_for(0, batch * num_heads, 4, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> scores, scaled_query, acc;
+      scaled_query.resize(head_dim);
+      acc.resize(head_dim);
       for (int64_t task = begin; task < end; ++task) {
         const int64_t b = task / num_heads, head = task % num_heads;
         attend_one(queries + task * head_dim, static_cast<float>(scale), keys, values,
@@ -504,8 +526,10 @@ at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k_cache,
     const scalar_t* values = v_cache.data_ptr<scalar_t>();
     const int32_t* tables = block_tables.data_ptr<int32_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
-    at::parallel_for(0, tokens * num_heads, 4, [&](int64_t begin, int64_t end) {
-      std::vector<float> scores, scaled_query(head_dim), acc(head_dim);
+    dealt_parallel_for(0, tokens * num_heads, 4, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> scores, scaled_query, acc;
+      scaled_query.resize(head_dim);
+      acc.resize(head_dim);
       for (int64_t task = begin; task < end; ++task) {
         const int64_t t = task / num_heads, head = task % num_heads;
         attend_one(queries + task * head_dim, static_cast<float>(scale), keys, values,
@@ -722,7 +746,12 @@ void quantized_rows(const float* x, const uint8_t* codes, const float* scales, c
                     float* out) {
   const int64_t groups = in_features / kGroup;
   const int64_t row_bytes = in_features * kBits / 8;
-  at::parallel_for(0, out_features, 16, [&](int64_t begin, int64_t end) {
+  // About four chunks a thread, whole row blocks: long runs of weight rows for the
+  // prefetches, and a thread taken away holds up a quarter of its share at most.
+  const int64_t threads = at::get_num_threads();
+  const int64_t grain = std::max<int64_t>(
+      kRowBlock, (out_features + 4 * threads * kRowBlock - 1) / (4 * threads * kRowBlock) * kRowBlock);
+  dealt_parallel_for(0, out_features, grain, [&](int64_t begin, int64_t end) {
     float sums[kMaxTileSums];
     for (int64_t block = begin; block < end; block += kRowBlock) {
       const int64_t block_end = std::min(end, block + kRowBlock);
