@@ -746,11 +746,11 @@ void quantized_rows(const float* x, const uint8_t* codes, const float* scales, c
                     float* out) {
   const int64_t groups = in_features / kGroup;
   const int64_t row_bytes = in_features * kBits / 8;
-  // About four chunks a thread, whole row blocks: long runs of weight rows for the
-  // prefetches, and a thread taken away holds up a quarter of its share at most.
+  // Four equal chunks a thread: long runs of weight rows for the prefetches, an even
+  // share for each thread that keeps running, and a thread taken away holds up a
+  // quarter of its share at most.
   const int64_t threads = at::get_num_threads();
-  const int64_t grain = std::max<int64_t>(
-      kRowBlock, (out_features + 4 * threads * kRowBlock - 1) / (4 * threads * kRowBlock) * kRowBlock);
+  const int64_t grain = std::max<int64_t>(16, (out_features + 4 * threads - 1) / (4 * threads));
   dealt_parallel_for(0, out_features, grain, [&](int64_t begin, int64_t end) {
     float sums[kMaxTileSums];
     for (int64_t block = begin; block < end; block += kRowBlock) {
