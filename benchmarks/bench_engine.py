@@ -21,6 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from workers.model.host import shorten_openmp_spin  # noqa: E402
+
+shorten_openmp_spin()  # before torch loads, as a worker does
+
 import torch  # noqa: E402
 
 from workers.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402

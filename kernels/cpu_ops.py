@@ -27,9 +27,11 @@ import torch
 
 SOURCE = Path(__file__).resolve().parent / "cpu" / "ops.cpp"
 # -ffp-contract=off: no fused multiply-adds the source does not ask for, so a row's bits
-# are the same whatever vector width the compiler picks for this machine. -fopenmp: without
-# it at::parallel_for runs every op on one thread; the library then uses the OpenMP
-# runtime torch has already loaded (the same soname), so one thread pool serves both.
+# are the same whatever vector width the compiler picks for this machine. -fopenmp: an op
+# called between torch's own (the bf16 path's attention) runs on at::parallel_for, which
+# without it runs on one thread; the library then uses the OpenMP runtime torch has
+# already loaded (the same soname). The decoder layers in one call and the quantized
+# linears run on the ops' own threads instead (ChunkPool in ops.cpp).
 CFLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"]
 LDFLAGS = ["-fopenmp"]
 

@@ -17,6 +17,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -147,23 +151,169 @@ void accumulate(float* __restrict acc, float weight, const T* __restrict value, 
   for (int64_t d = 0; d < n; ++d) acc[d] += weight * to_float(value[d]);
 }
 
-// at::parallel_for over [begin, end), but dealt out `grain` at a time from a shared
-// counter rather than split into one fixed share per thread: a thread the OS takes away
-// for a while (a served worker shares its cores with the API and NATS) holds up only the
-// chunk it is on, while the others take the rest. Which thread computes a chunk changes
-// none of its bits.
+// Takes the next chunk of a loop whose next item is `next`: half of an even share of
+// what is left (whole multiples of `grain`, at least one), so the chunks shrink toward the
+// end and the threads finish together. False when nothing is left.
+inline bool next_chunk(std::atomic<int64_t>& next, int64_t end, int64_t grain, int64_t team,
+                       int64_t& start, int64_t& stop) {
+  start = next.load();
+  while (start < end) {
+    const int64_t share = (end - start) / (2 * team) / grain * grain;
+    const int64_t size = std::max(grain, share);
+    if (next.compare_exchange_weak(start, start + size)) {
+      stop = std::min(end, start + size);
+      return true;
+    }
+  }
+  return false;
+}
+
+// The fused ops' threads: the caller and up to at::get_num_threads() - 1 helpers take
+// chunks of a loop from a shared counter, and the caller returns as soon as every chunk
+// is done. OpenMP's parallel regions (at::parallel_for) end in a barrier that waits for
+// every thread of the team, so on a served worker, which shares its cores with the API and
+// NATS, a thread the OS took away held up each op until it ran again; here a helper that
+// comes late finds the loop done and the op has not waited for it. Which thread computes
+// a chunk changes none of its bits.
+class ChunkPool {
+ public:
+  static ChunkPool& instance() {
+    static ChunkPool* pool = new ChunkPool();  // never destroyed: its threads outlive exit
+    return *pool;
+  }
+
+  // f(chunk_begin, chunk_end) for every chunk of [begin, end), on `threads` threads.
+  template <typename F>
+  void run(int64_t begin, int64_t end, int64_t grain, int64_t threads, const F& f) {
+    if (end - begin <= grain || threads <= 1 || in_chunk_) {
+      last_team_.store(1);
+      for (int64_t start = begin; start < end; start += grain) f(start, std::min(end, start + grain));
+      return;
+    }
+    std::lock_guard<std::mutex> caller(caller_lock_);  // one loop at a time
+    ensure_helpers(threads - 1);
+    last_team_.store(1);
+    auto call = [](const void* fn, int64_t b, int64_t e) { (*static_cast<const F*>(fn))(b, e); };
+    fn_ = &f;
+    call_ = call;
+    end_ = end;
+    grain_ = grain;
+    team_ = threads;
+    wanted_ = threads - 1;
+    next_.store(begin);
+    open_.store(true);
+    generation_.fetch_add(1);
+    if (sleepers_.load() > 0) {
+      std::lock_guard<std::mutex> lock(wake_lock_);
+      wake_.notify_all();
+    }
+    take_chunks();
+    open_.store(false);
+    while (active_.load() > 0) _mm_pause_or_yield();
+  }
+
+  // How many threads took part in the last loop (the caller included); for tests.
+  int64_t last_team() const { return last_team_.load(); }
+
+ private:
+  static inline void _mm_pause_or_yield() {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+  }
+
+  void take_chunks() {
+    in_chunk_ = true;
+    int64_t start = 0, stop = 0;
+    while (next_chunk(next_, end_, grain_, team_, start, stop)) call_(fn_, start, stop);
+    in_chunk_ = false;
+  }
+
+  // Called before the loop's generation is announced: a new helper waits for the next one.
+  void ensure_helpers(int64_t count) {
+    while (static_cast<int64_t>(helpers_) < count) {
+      const int64_t index = helpers_++;
+      const uint64_t seen = generation_.load();
+      std::thread([this, index, seen] { helper(index, seen); }).detach();
+    }
+  }
+
+  void helper(int64_t index, uint64_t seen) {
+    while (true) {
+      // Spin a little (the next op usually follows within microseconds), then sleep.
+      uint64_t now = generation_.load();
+      for (int spin = 0; now == seen && spin < kSpins; ++spin) {
+        _mm_pause_or_yield();
+        now = generation_.load();
+      }
+      if (now == seen) {
+        std::unique_lock<std::mutex> lock(wake_lock_);
+        sleepers_.fetch_add(1);
+        wake_.wait(lock, [&] { return generation_.load() != seen; });
+        sleepers_.fetch_sub(1);
+        now = generation_.load();
+      }
+      seen = now;
+      if (index >= wanted_) continue;  // this loop asked for fewer threads
+      active_.fetch_add(1);
+      if (open_.load() && generation_.load() == seen) {
+        last_team_.store(std::max<int64_t>(last_team_.load(), index + 2));
+        take_chunks();
+      }
+      active_.fetch_sub(1);
+    }
+  }
+
+  // Pause instructions before a helper sleeps: tens of microseconds to about a
+  // millisecond, by CPU; longer than the gaps between the ops of one step.
+  static constexpr int kSpins = 20000;
+  static thread_local bool in_chunk_;
+  std::mutex caller_lock_, wake_lock_;
+  std::condition_variable wake_;
+  size_t helpers_ = 0;
+  const void* fn_ = nullptr;
+  void (*call_)(const void*, int64_t, int64_t) = nullptr;
+  int64_t end_ = 0, grain_ = 1, team_ = 1;
+  std::atomic<int64_t> wanted_{0};
+  std::atomic<int64_t> next_{0};
+  std::atomic<bool> open_{false};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> active_{0}, sleepers_{0}, last_team_{0};
+};
+
+thread_local bool ChunkPool::in_chunk_ = false;
+
+// Whether this thread's ops run on ChunkPool (PoolScope) or on torch's OpenMP threads.
+// The pool serves the ops that follow one another with no torch op between them (the
+// decoder layers in one call, a quantized linear); an op between torch's own (the bf16
+// path's attention between oneDNN linears) stays on OpenMP, where two pools' threads
+// would wait for work in turn on the same cores.
+thread_local bool pool_scope = false;
+
+struct PoolScope {
+  bool before = pool_scope;
+  PoolScope() { pool_scope = true; }
+  ~PoolScope() { pool_scope = before; }
+};
+
+// Every chunk of `grain` items of [begin, end) through f, on the threads torch is given
+// (at::get_num_threads()), dealt out from a shared counter.
 template <typename F>
 void dealt_parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  grain = std::max<int64_t>(grain, 1);
+  if (pool_scope) {
+    ChunkPool::instance().run(begin, end, grain, at::get_num_threads(), f);
+    return;
+  }
   if (end - begin <= grain) {
     if (begin < end) f(begin, end);
     return;
   }
   std::atomic<int64_t> next{begin};
-  const int64_t chunks = (end - begin + grain - 1) / grain;
-  at::parallel_for(0, std::min<int64_t>(chunks, at::get_num_threads()), 1, [&](int64_t, int64_t) {
-    for (int64_t start = next.fetch_add(grain); start < end; start = next.fetch_add(grain)) {
-      f(start, std::min(end, start + grain));
-    }
+  const int64_t team = std::min<int64_t>((end - begin + grain - 1) / grain, at::get_num_threads());
+  at::parallel_for(0, team, 1, [&](int64_t, int64_t) {
+    int64_t start = 0, stop = 0;
+    while (next_chunk(next, end, grain, team, start, stop)) f(start, stop);
   });
 }
 
@@ -179,7 +329,7 @@ void rms_norm_rows(const T* x, const R* residual_in, float* residual_out, const 
                    T* out, int64_t rows, int64_t hidden, double eps) {
   at::Tensor weight32 = weight.to(at::kFloat).contiguous();
   const float* w = weight32.data_ptr<float>();
-  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+  dealt_parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
     std::vector<float> row(hidden);
     for (int64_t r = begin; r < end; ++r) {
       const T* xr = x + r * hidden;
@@ -235,7 +385,7 @@ at::Tensor silu_and_mul(const at::Tensor& x) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "silu_and_mul", [&] {
     const scalar_t* in = x.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
-    at::parallel_for(0, rows, 8, [&](int64_t begin, int64_t end) {
+    dealt_parallel_for(0, rows, 8, [&](int64_t begin, int64_t end) {
       std::vector<float> gate(half);
       for (int64_t r = begin; r < end; ++r) {
         silu_and_mul_row(in + r * width, o + r * half, gate.data(), half);
@@ -251,7 +401,7 @@ template <typename T, typename C>
 void rotate(T* x, int64_t tokens, int64_t heads, int64_t head_dim, const int64_t* positions,
             const C* cache) {
   const int64_t half = head_dim / 2;
-  at::parallel_for(0, tokens, 16, [&](int64_t begin, int64_t end) {
+  dealt_parallel_for(0, tokens, 16, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const C* cos = cache + positions[t] * head_dim;
       const C* sin = cos + half;
@@ -746,11 +896,8 @@ void quantized_rows(const float* x, const uint8_t* codes, const float* scales, c
                     float* out) {
   const int64_t groups = in_features / kGroup;
   const int64_t row_bytes = in_features * kBits / 8;
-  // Four equal chunks a thread: long runs of weight rows for the prefetches, an even
-  // share for each thread that keeps running, and a thread taken away holds up a
-  // quarter of its share at most.
   const int64_t threads = at::get_num_threads();
-  const int64_t grain = std::max<int64_t>(16, (out_features + 4 * threads - 1) / (4 * threads));
+  const int64_t grain = rows <= 2 ? (out_features + threads - 1) / threads : 16;
   dealt_parallel_for(0, out_features, grain, [&](int64_t begin, int64_t end) {
     float sums[kMaxTileSums];
     for (int64_t block = begin; block < end; block += kRowBlock) {
@@ -793,6 +940,7 @@ void quantized_rows(const float* x, const uint8_t* codes, const float* scales, c
 // scales and mins (Q4_1 only): [N, K / 32] float32.
 at::Tensor quantized_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
                             const c10::optional<at::Tensor>& mins, int64_t bits, int64_t offset) {
+  const PoolScope on_the_pool;
   check_cpu(x, "x");
   check_cpu(codes, "codes");
   check_cpu(scales, "scales");
@@ -860,6 +1008,7 @@ std::tuple<at::Tensor, at::Tensor> decoder_layers(
     at::TensorList k_caches, at::TensorList v_caches, at::TensorList weights,
     at::IntArrayRef quant, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, double eps,
     double scale) {
+  const PoolScope on_the_pool;
   const int64_t layers = static_cast<int64_t>(k_caches.size());
   TORCH_CHECK(static_cast<int64_t>(v_caches.size()) == layers, "one v cache per k cache");
   TORCH_CHECK(static_cast<int64_t>(weights.size()) == layers * kLayerTensors,
@@ -906,17 +1055,16 @@ std::tuple<at::Tensor, at::Tensor> decoder_layers(
   return {hidden, residual};
 }
 
-// How many threads at::parallel_for runs a wide loop on here: at::get_num_threads() when
-// the library is built with OpenMP, 1 when it is not (the pragma is then ignored).
+// How many threads the fused ops run a wide loop on here: at::get_num_threads(), the
+// caller and ChunkPool's helpers (each chunk here takes long enough for all to join).
 int64_t parallel_threads() {
-  std::atomic<int64_t> most{1};
-  at::parallel_for(0, 1024, 1, [&](int64_t, int64_t) {
-    const int64_t seen = at::get_thread_num() + 1;
-    int64_t known = most.load();
-    while (seen > known && !most.compare_exchange_weak(known, seen)) {
-    }
+  const PoolScope on_the_pool;
+  std::atomic<int64_t> sink{0};
+  dealt_parallel_for(0, 64, 1, [&](int64_t begin, int64_t) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+    while (std::chrono::steady_clock::now() < until) sink.fetch_add(begin);
   });
-  return most.load();
+  return ChunkPool::instance().last_team();
 }
 
 }  // namespace

@@ -174,7 +174,7 @@ def test_bad_inputs_are_refused_with_a_message(make_paged_batch):
 
 
 def test_the_ops_run_on_every_thread_torch_is_given() -> None:
-    """Built without OpenMP, at::parallel_for would run each op on one thread."""
+    """The fused ops' own threads (ChunkPool) number what torch is given, and run."""
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
