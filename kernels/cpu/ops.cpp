@@ -896,6 +896,9 @@ void quantized_rows(const float* x, const uint8_t* codes, const float* scales, c
                     float* out) {
   const int64_t groups = in_features / kGroup;
   const int64_t row_bytes = in_features * kBits / 8;
+  // A row or two stream the weights from memory: one share a thread keeps each stream
+  // long for the prefetches (smaller chunks measured slower). More rows are compute-bound
+  // and take shrinking chunks.
   const int64_t threads = at::get_num_threads();
   const int64_t grain = rows <= 2 ? (out_features + threads - 1) / threads : 16;
   dealt_parallel_for(0, out_features, grain, [&](int64_t begin, int64_t end) {
