@@ -75,6 +75,60 @@ inline float lane_sum(f32x16 v) {
   return lane_sum(lanes);
 }
 
+constexpr int kMaxTileSums = 16;  // sums reduced at once (a quantized tile: 8 rows by 2)
+
+// sums[i] = lane_sum(acc[i]) for n <= 16 vectors, with lane_sum's tree
+// (lane j adds lane j + w, w = 8, 4, 2, 1), but for all of them at once: each step adds
+// two shuffled vectors that hold the halves of two partial sums, so 16 sums take 15
+// additions and 30 shuffles, not 16 trips through memory and 240 scalar additions. The
+// same additions of the same values: the same bits.
+inline void lane_sums(const f32x16* acc, int n, float* sums) {
+  f32x16 v[kMaxTileSums];
+  int count = 2;  // n rounded up to a power of two, zero vectors after the last
+  while (count < n) count *= 2;
+  for (int i = 0; i < count; ++i) v[i] = i < n ? acc[i] : f32x16{};
+  // w = 8: each pair becomes one vector, a's 8 partial sums then b's.
+  for (int i = 0; i < count / 2; ++i) {
+    v[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17,
+                                   18, 19, 20, 21, 22, 23) +
+           __builtin_shufflevector(v[2 * i], v[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24,
+                                   25, 26, 27, 28, 29, 30, 31);
+  }
+  count /= 2;
+  if (count == 1) v[1] = f32x16{};
+  count = std::max(count, 2);
+  // w = 4: 8-lane partial sums become 4-lane ones, four to a vector.
+  for (int i = 0; i < count / 2; ++i) {
+    v[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17,
+                                   18, 19, 24, 25, 26, 27) +
+           __builtin_shufflevector(v[2 * i], v[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21,
+                                   22, 23, 28, 29, 30, 31);
+  }
+  count /= 2;
+  if (count == 1) v[1] = f32x16{};
+  count = std::max(count, 2);
+  // w = 2: eight 2-lane partial sums to a vector.
+  for (int i = 0; i < count / 2; ++i) {
+    v[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17,
+                                   20, 21, 24, 25, 28, 29) +
+           __builtin_shufflevector(v[2 * i], v[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19,
+                                   22, 23, 26, 27, 30, 31);
+  }
+  count /= 2;
+  if (count == 1) v[1] = f32x16{};
+  // w = 1: sixteen sums, in the order of acc.
+  const f32x16 total =
+      __builtin_shufflevector(v[0], v[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                              28, 30) +
+      __builtin_shufflevector(v[0], v[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27,
+                              29, 31);
+  // Zero vectors stood in after the last of fewer than 16: the n sums lead, in order.
+  float lanes[kLanes];
+  std::memcpy(lanes, &total, sizeof lanes);
+  for (int i = 0; i < n; ++i) sums[i] = lanes[i];
+}
+
+
 // sum_i a[i] * b[i] over fixed lanes: the same order for any n, batch or thread. Lane j
 // adds the rounded products a[i] * b[i] for i = j mod 16 in order, and lane_sum's tree
 // adds the lanes; the vector form only keeps the lanes in a register.
@@ -537,12 +591,37 @@ void attend_one(const T* query, float scale, const T* k_cache, const T* v_cache,
   scores.resize(context);
   const int64_t token_stride = num_kv_heads * head_dim;
   float best = -INFINITY;
-  for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride, context,
-                    [&](int64_t l, const T* key) {
-                      prefetch_row(key + kPrefetchPositions * token_stride, head_dim);
-                      scores[l] = dot(scaled_query.data(), key, head_dim);
-                      best = std::max(best, scores[l]);
-                    });
+  if (head_dim % kLanes == 0) {
+    // dot()'s sums, position by position, reduced 16 positions at a time (lane_sums):
+    // the same bits without a trip through memory for each.
+    f32x16 pending[kMaxTileSums];
+    int count = 0;
+    int64_t first = 0;
+    const auto reduce = [&] {
+      lane_sums(pending, count, scores.data() + first);
+      for (int i = 0; i < count; ++i) best = std::max(best, scores[first + i]);
+      first += count;
+      count = 0;
+    };
+    for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride,
+                      context, [&](int64_t, const T* key) {
+                        prefetch_row(key + kPrefetchPositions * token_stride, head_dim);
+                        f32x16 sum{};
+                        for (int64_t i = 0; i < head_dim; i += kLanes) {
+                          sum = sum + load_f32x16(scaled_query.data() + i) * load_as_f32x16(key + i);
+                        }
+                        pending[count++] = sum;
+                        if (count == kMaxTileSums) reduce();
+                      });
+    if (count > 0) reduce();
+  } else {
+    for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride,
+                      context, [&](int64_t l, const T* key) {
+                        prefetch_row(key + kPrefetchPositions * token_stride, head_dim);
+                        scores[l] = dot(scaled_query.data(), key, head_dim);
+                        best = std::max(best, scores[l]);
+                      });
+  }
   exp_in_place(scores.data(), best, context);
   const float total = fixed_sum(scores.data(), context);
   // acc[d] += scores[l] * value[l][d], positions in order, 64 dims at a time held in
@@ -792,59 +871,6 @@ inline void decode_group(const uint8_t* codes, int32_t offset, const float* scal
     lo = lo + m;
     hi = hi + m;
   }
-}
-
-constexpr int kMaxTileSums = 16;  // sums in one tile: 8 rows of x by 2 weight rows at most
-
-// sums[i] = lane_sum(acc[i]) for n = 1, 2, 4, 8 or 16 vectors, with lane_sum's tree
-// (lane j adds lane j + w, w = 8, 4, 2, 1), but for all of them at once: each step adds
-// two shuffled vectors that hold the halves of two partial sums, so 16 sums take 15
-// additions and 30 shuffles, not 16 trips through memory and 240 scalar additions. The
-// same additions of the same values: the same bits.
-inline void lane_sums(const f32x16* acc, int n, float* sums) {
-  f32x16 v[kMaxTileSums];
-  for (int i = 0; i < n; ++i) v[i] = acc[i];
-  for (int i = n; i < std::max(n, 2); ++i) v[i] = f32x16{};
-  int count = std::max(n, 2);
-  // w = 8: each pair becomes one vector, a's 8 partial sums then b's.
-  for (int i = 0; i < count / 2; ++i) {
-    v[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17,
-                                   18, 19, 20, 21, 22, 23) +
-           __builtin_shufflevector(v[2 * i], v[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24,
-                                   25, 26, 27, 28, 29, 30, 31);
-  }
-  count /= 2;
-  if (count == 1) v[1] = f32x16{};
-  count = std::max(count, 2);
-  // w = 4: 8-lane partial sums become 4-lane ones, four to a vector.
-  for (int i = 0; i < count / 2; ++i) {
-    v[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17,
-                                   18, 19, 24, 25, 26, 27) +
-           __builtin_shufflevector(v[2 * i], v[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21,
-                                   22, 23, 28, 29, 30, 31);
-  }
-  count /= 2;
-  if (count == 1) v[1] = f32x16{};
-  count = std::max(count, 2);
-  // w = 2: eight 2-lane partial sums to a vector.
-  for (int i = 0; i < count / 2; ++i) {
-    v[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17,
-                                   20, 21, 24, 25, 28, 29) +
-           __builtin_shufflevector(v[2 * i], v[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19,
-                                   22, 23, 26, 27, 30, 31);
-  }
-  count /= 2;
-  if (count == 1) v[1] = f32x16{};
-  // w = 1: sixteen sums, in the order of acc.
-  const f32x16 total =
-      __builtin_shufflevector(v[0], v[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                              28, 30) +
-      __builtin_shufflevector(v[0], v[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27,
-                              29, 31);
-  // Zero vectors stood in after the last of fewer than 16: the n sums lead, in order.
-  float lanes[kLanes];
-  std::memcpy(lanes, &total, sizeof lanes);
-  for (int i = 0; i < n; ++i) sums[i] = lanes[i];
 }
 
 // sums[r * kCols + c] = <weight row c, x row r> for kRows rows of x and kCols weight rows
