@@ -34,7 +34,14 @@ import nats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_serve import MODEL, Server, percentile, start, stop  # noqa: E402
+from benchmarks.bench_serve import (  # noqa: E402
+    MODEL,
+    Server,
+    percentile,
+    start,
+    stop,
+    stream_body,
+)
 from cli.nats_server import free_port  # noqa: E402
 
 PARTS = ("api", "queue", "prefill", "back")
@@ -103,14 +110,7 @@ class EventClock:
 
 def first_token(client: httpx.Client, port: int, index: int, tokens: int) -> tuple[str, float, float]:
     """(response id, wall time sent, wall time of the first delta) of one streamed request."""
-    body = {
-        "model": MODEL,
-        "input": f"Write a long essay ({index}) about the sea.",
-        "max_output_tokens": tokens,
-        "ignore_eos": True,
-        "temperature": 0,
-        "stream": True,
-    }
+    body = stream_body(index, tokens)
     response_id = None
     first = None
     sent = time.time()

@@ -110,13 +110,9 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def one_stream(
-    client: httpx.Client, port: int, index: int, tokens: int
-) -> tuple[int, float, float]:
-    """(deltas, seconds to the first delta, seconds from the first delta to the end). The
-    client is made beforehand: making one (its TLS context) takes tens of milliseconds,
-    which are not the server's."""
-    body = {
+def stream_body(index: int, tokens: int) -> dict[str, object]:
+    """Stream `index`'s request: `tokens` greedy tokens, never stopped early."""
+    return {
         "model": MODEL,
         "input": f"Write a long essay ({index}) about the sea.",
         "max_output_tokens": tokens,
@@ -124,6 +120,15 @@ def one_stream(
         "temperature": 0,
         "stream": True,
     }
+
+
+def one_stream(
+    client: httpx.Client, port: int, index: int, tokens: int
+) -> tuple[int, float, float]:
+    """(deltas, seconds to the first delta, seconds from the first delta to the end). The
+    client is made beforehand: making one (its TLS context) takes tens of milliseconds,
+    which are not the server's."""
+    body = stream_body(index, tokens)
     started = time.perf_counter()
     first = None
     deltas = 0

@@ -77,6 +77,39 @@ inline float lane_sum(f32x16 v) {
 
 constexpr int kMaxTileSums = 16;  // sums reduced at once (a quantized tile: 8 rows by 2)
 
+// Lane k of add_halves<w>(a, b): the two vectors hold partial sums of 2w lanes each (a's,
+// then b's); lane k gets element k % w of partial sum k / w plus element k % w + w.
+constexpr int half_lane(int k, int w) { return k / w * 2 * w + k % w; }
+
+template <int W>
+inline f32x16 add_halves(f32x16 a, f32x16 b) {
+#define SPATE_HALF(k) half_lane(k, W)
+#define SPATE_UPPER(k) half_lane(k, W) + W
+  return __builtin_shufflevector(a, b, SPATE_HALF(0), SPATE_HALF(1), SPATE_HALF(2),
+                                 SPATE_HALF(3), SPATE_HALF(4), SPATE_HALF(5), SPATE_HALF(6),
+                                 SPATE_HALF(7), SPATE_HALF(8), SPATE_HALF(9), SPATE_HALF(10),
+                                 SPATE_HALF(11), SPATE_HALF(12), SPATE_HALF(13),
+                                 SPATE_HALF(14), SPATE_HALF(15)) +
+         __builtin_shufflevector(a, b, SPATE_UPPER(0), SPATE_UPPER(1), SPATE_UPPER(2),
+                                 SPATE_UPPER(3), SPATE_UPPER(4), SPATE_UPPER(5),
+                                 SPATE_UPPER(6), SPATE_UPPER(7), SPATE_UPPER(8),
+                                 SPATE_UPPER(9), SPATE_UPPER(10), SPATE_UPPER(11),
+                                 SPATE_UPPER(12), SPATE_UPPER(13), SPATE_UPPER(14),
+                                 SPATE_UPPER(15));
+#undef SPATE_UPPER
+#undef SPATE_HALF
+}
+
+// One step of lane_sums' tree over count >= 2 vectors: pairs become one vector each; a
+// lone result is paired with a zero vector for the next step. The new count.
+template <int W>
+inline int halve(f32x16* v, int count) {
+  for (int i = 0; i < count / 2; ++i) v[i] = add_halves<W>(v[2 * i], v[2 * i + 1]);
+  count /= 2;
+  if (count == 1) v[1] = f32x16{};
+  return std::max(count, 2);
+}
+
 // sums[i] = lane_sum(acc[i]) for n <= 16 vectors, with lane_sum's tree
 // (lane j adds lane j + w, w = 8, 4, 2, 1), but for all of them at once: each step adds
 // two shuffled vectors that hold the halves of two partial sums, so 16 sums take 15
@@ -87,47 +120,15 @@ inline void lane_sums(const f32x16* acc, int n, float* sums) {
   int count = 2;  // n rounded up to a power of two, zero vectors after the last
   while (count < n) count *= 2;
   for (int i = 0; i < count; ++i) v[i] = i < n ? acc[i] : f32x16{};
-  // w = 8: each pair becomes one vector, a's 8 partial sums then b's.
-  for (int i = 0; i < count / 2; ++i) {
-    v[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17,
-                                   18, 19, 20, 21, 22, 23) +
-           __builtin_shufflevector(v[2 * i], v[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24,
-                                   25, 26, 27, 28, 29, 30, 31);
-  }
-  count /= 2;
-  if (count == 1) v[1] = f32x16{};
-  count = std::max(count, 2);
-  // w = 4: 8-lane partial sums become 4-lane ones, four to a vector.
-  for (int i = 0; i < count / 2; ++i) {
-    v[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17,
-                                   18, 19, 24, 25, 26, 27) +
-           __builtin_shufflevector(v[2 * i], v[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21,
-                                   22, 23, 28, 29, 30, 31);
-  }
-  count /= 2;
-  if (count == 1) v[1] = f32x16{};
-  count = std::max(count, 2);
-  // w = 2: eight 2-lane partial sums to a vector.
-  for (int i = 0; i < count / 2; ++i) {
-    v[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17,
-                                   20, 21, 24, 25, 28, 29) +
-           __builtin_shufflevector(v[2 * i], v[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19,
-                                   22, 23, 26, 27, 30, 31);
-  }
-  count /= 2;
-  if (count == 1) v[1] = f32x16{};
-  // w = 1: sixteen sums, in the order of acc.
-  const f32x16 total =
-      __builtin_shufflevector(v[0], v[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                              28, 30) +
-      __builtin_shufflevector(v[0], v[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27,
-                              29, 31);
+  count = halve<8>(v, count);
+  count = halve<4>(v, count);
+  halve<2>(v, count);
+  const f32x16 total = add_halves<1>(v[0], v[1]);  // sixteen sums, in the order of acc
   // Zero vectors stood in after the last of fewer than 16: the n sums lead, in order.
   float lanes[kLanes];
   std::memcpy(lanes, &total, sizeof lanes);
   for (int i = 0; i < n; ++i) sums[i] = lanes[i];
 }
-
 
 // sum_i a[i] * b[i] over fixed lanes: the same order for any n, batch or thread. Lane j
 // adds the rounded products a[i] * b[i] for i = j mod 16 in order, and lane_sum's tree
@@ -240,13 +241,11 @@ class ChunkPool {
   template <typename F>
   void run(int64_t begin, int64_t end, int64_t grain, int64_t threads, const F& f) {
     if (end - begin <= grain || threads <= 1 || in_chunk_) {
-      last_team_.store(1);
       for (int64_t start = begin; start < end; start += grain) f(start, std::min(end, start + grain));
       return;
     }
     std::lock_guard<std::mutex> caller(caller_lock_);  // one loop at a time
     ensure_helpers(threads - 1);
-    last_team_.store(1);
     auto call = [](const void* fn, int64_t b, int64_t e) { (*static_cast<const F*>(fn))(b, e); };
     fn_ = &f;
     call_ = call;
@@ -263,14 +262,11 @@ class ChunkPool {
     }
     take_chunks();
     open_.store(false);
-    while (active_.load() > 0) _mm_pause_or_yield();
+    while (active_.load() > 0) cpu_relax();
   }
 
-  // How many threads took part in the last loop (the caller included); for tests.
-  int64_t last_team() const { return last_team_.load(); }
-
  private:
-  static inline void _mm_pause_or_yield() {
+  static inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
     _mm_pause();
 #endif
@@ -297,7 +293,7 @@ class ChunkPool {
       // Spin a little (the next op usually follows within microseconds), then sleep.
       uint64_t now = generation_.load();
       for (int spin = 0; now == seen && spin < kSpins; ++spin) {
-        _mm_pause_or_yield();
+        cpu_relax();
         now = generation_.load();
       }
       if (now == seen) {
@@ -311,7 +307,6 @@ class ChunkPool {
       if (index >= wanted_) continue;  // this loop asked for fewer threads
       active_.fetch_add(1);
       if (open_.load() && generation_.load() == seen) {
-        last_team_.store(std::max<int64_t>(last_team_.load(), index + 2));
         take_chunks();
       }
       active_.fetch_sub(1);
@@ -332,7 +327,7 @@ class ChunkPool {
   std::atomic<int64_t> next_{0};
   std::atomic<bool> open_{false};
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int64_t> active_{0}, sleepers_{0}, last_team_{0};
+  std::atomic<int64_t> active_{0}, sleepers_{0};
 };
 
 thread_local bool ChunkPool::in_chunk_ = false;
@@ -1088,12 +1083,18 @@ std::tuple<at::Tensor, at::Tensor> decoder_layers(
 // caller and ChunkPool's helpers (each chunk here takes long enough for all to join).
 int64_t parallel_threads() {
   const PoolScope on_the_pool;
-  std::atomic<int64_t> sink{0};
-  dealt_parallel_for(0, 64, 1, [&](int64_t begin, int64_t) {
+  std::mutex lock;
+  std::vector<std::thread::id> seen;
+  dealt_parallel_for(0, 64, 1, [&](int64_t, int64_t) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
-    while (std::chrono::steady_clock::now() < until) sink.fetch_add(begin);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    std::lock_guard<std::mutex> guard(lock);
+    if (std::find(seen.begin(), seen.end(), std::this_thread::get_id()) == seen.end()) {
+      seen.push_back(std::this_thread::get_id());
+    }
   });
-  return ChunkPool::instance().last_team();
+  return static_cast<int64_t>(seen.size());
 }
 
 }  // namespace
