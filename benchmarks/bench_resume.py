@@ -40,8 +40,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--emitted", type=int, nargs="+", default=[10, 1000],
                         help="text deltas streamed before the kill")
-    parser.add_argument("--after", type=int, default=8,
-                        help="tokens the response still has to go after the kill")
+    parser.add_argument("--after", type=int, default=64,
+                        help="tokens the response still has to go after the kill: enough that "
+                             "the worker cannot finish them between the delta and the kill")
     parser.add_argument("--ack-wait", type=float, default=5.0, help="SPATE_ACK_WAIT_S")
     args = parser.parse_args(argv)
     rows = []
@@ -54,9 +55,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
             if killed_at is None:
                 raise RuntimeError(f"the response ended before {emitted} text deltas")
             response_id = streamed.events[0]["response"]["id"]
+            resumed = resumed_with(running, response_id)
+            if resumed is None:
+                raise RuntimeError(
+                    f"no worker resumed {response_id}: it finished before the kill took "
+                    f"effect; give it more tokens after the kill (--after {args.after})")
             stall = stall_after(streamed, killed_at)
-            row = {"emitted_deltas": emitted,
-                   "resumed_tokens": resumed_with(running, response_id) or -1,
+            row = {"emitted_deltas": emitted, "resumed_tokens": resumed,
                    "stall_s": stall, "stall_less_ack_wait_s": stall - args.ack_wait}
             rows.append(row)
             print(f"killed after {emitted} deltas: replacement resumed with "

@@ -7,7 +7,7 @@ from benchmarks import bench_resume
 
 
 def test_bench_resume_measures_the_stall_after_a_kill() -> None:
-    rows = bench_resume.main(["--emitted", "3", "--after", "4"])
+    rows = bench_resume.main(["--emitted", "3", "--after", "48"])
     assert [row["emitted_deltas"] for row in rows] == [3]
     (row,) = rows
     assert row["resumed_tokens"] >= 3
