@@ -73,6 +73,7 @@ class Connection:
         self.on_declared: list[Callable[[], Awaitable[None]]] = []
         self._redeclaring: asyncio.Task[None] | None = None
         self._lost_at: float | None = None
+        self._closing = False
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -128,6 +129,7 @@ class Connection:
                 delay = min(delay * 2, 5.0)
 
     async def close(self) -> None:
+        self._closing = True
         for task in (self._connector, self._redeclaring):
             if task is not None and not task.done():
                 task.cancel()
@@ -169,6 +171,9 @@ class Connection:
         log.warning("NATS error: %s", error)
 
     async def _on_disconnected(self) -> None:
+        if self._closing:  # our own drain: nothing was lost
+            log.debug("disconnected from NATS (closing)")
+            return
         log.warning("disconnected from NATS")
         if self._lost_at is None:
             self._lost_at = time.monotonic()

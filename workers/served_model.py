@@ -186,10 +186,11 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
     precision = str(dtype).removeprefix("torch.")
     if matmul_dtype != dtype and loaded.weights != "quantized":
         precision += f" (linears in {str(matmul_dtype).removeprefix('torch.')})"
-    log.info("loaded %s on %s in %s, %s weights (kernels: %s) on %d threads in %.1fs",
+    threads = torch.get_num_threads()
+    log.info("loaded %s on %s in %s, %s weights (kernels: %s) on %d thread%s in %.1fs",
              loaded.name, device, precision, loaded.weights,
              engine.model_runner.ops.backend,
-             torch.get_num_threads(), time.perf_counter() - started)
+             threads, "" if threads == 1 else "s", time.perf_counter() - started)
     return EngineModel(
         loaded, engine, settings.served_model_name or loaded.name, settings.worker_id, grammars
     )
