@@ -22,9 +22,6 @@ from kernels.context_splits import merge_context_splits, plan_context_splits
 from kernels.paged_tiles import paged_token_offsets
 from kernels.step_memo import per_step
 
-# Tokens per inner-loop tile; gathered per token through the block table, so it is
-# independent of the cache block size.
-TOKENS_PER_TILE = 64
 LOG2_E = 1.4426950408889634
 
 
@@ -158,8 +155,10 @@ def paged_decode_attention(
         return out
     queries_per_kv = num_q_heads // num_kv_heads
     capacity = block_tables.shape[1] * block_size
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    tokens_per_tile = decode_tokens_per_tile(q.dtype, block_d)
     splits, tokens_per_split = plan_context_splits(
-        batch, num_kv_heads, capacity, TOKENS_PER_TILE, q.device
+        batch, num_kv_heads, capacity, tokens_per_tile, q.device
     )
     # Partial results stay fp32 until merged; with one split the kernel writes out directly
     # and never touches the partial buffers, so out stands in for them.
@@ -192,8 +191,8 @@ def paged_decode_attention(
         tokens_per_split,
         QUERIES_PER_KV=queries_per_kv,
         BLOCK_GROUP=max(16, triton.next_power_of_2(queries_per_kv)),  # tl.dot needs >= 16 rows
-        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
-        BLOCK_N=TOKENS_PER_TILE,
+        BLOCK_D=block_d,
+        BLOCK_N=tokens_per_tile,
         DOT_PRECISION=dot_precision(q.dtype),
         UPCAST_DOT_INPUTS=upcast_dot_inputs(q.dtype),
         SPLIT_KV=splits > 1,
@@ -202,6 +201,16 @@ def paged_decode_attention(
     if splits > 1:
         merge_context_splits(partial_out, partial_lse, out)
     return out
+
+
+def decode_tokens_per_tile(dtype: torch.dtype, block_d: int) -> int:
+    """Cached tokens per inner-loop tile, gathered one by one through the block table (so
+    independent of the cache block size). 64, except for fp32 past D=64: there the K and V
+    tiles multiply in exact fp32 on the ordinary cores and take far more registers, and 64
+    tokens spilled on sm_80, 32 on sm_90 (scripts/kernel_resources.py checks each tile)."""
+    if dtype == torch.float32 and block_d > 64:
+        return 16
+    return 64
 
 
 def paged_decode_attention_ref(

@@ -24,9 +24,6 @@ from kernels.paged_decode_attention import (
 )
 from kernels.paged_tiles import paged_token_offsets
 
-# Query rows per program: whole queries times the query heads sharing one KV head.
-ROWS_PER_TILE = 64
-TOKENS_PER_TILE = 64
 LOG2_E = 1.4426950408889634
 # What the reference gathers for one batch of queries at most (see prefill_attention_ref).
 PREFILL_GATHER_BYTES = 64 * 1024 * 1024
@@ -162,7 +159,9 @@ def prefill_attention(
     if num_tokens == 0 or batch == 0:
         return out
     queries_per_kv = num_q_heads // num_kv_heads
-    block_rows = max(ROWS_PER_TILE, triton.next_power_of_2(queries_per_kv))
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    rows_per_tile, tokens_per_tile = prefill_tiles(q.dtype, block_d)
+    block_rows = max(rows_per_tile, triton.next_power_of_2(queries_per_kv))
     queries_per_tile = block_rows // queries_per_kv
     grid = (triton.cdiv(num_tokens, queries_per_tile), batch, num_kv_heads)
     _prefill_attention_kernel[grid](
@@ -187,13 +186,28 @@ def prefill_attention(
         QUERIES_PER_KV=queries_per_kv,
         QUERIES_PER_TILE=queries_per_tile,
         BLOCK_ROWS=block_rows,
-        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
-        BLOCK_N=TOKENS_PER_TILE,
+        BLOCK_D=block_d,
+        BLOCK_N=tokens_per_tile,
         DOT_PRECISION=dot_precision(q.dtype),
         UPCAST_DOT_INPUTS=upcast_dot_inputs(q.dtype),
         num_warps=4,
     )
     return out
+
+
+def prefill_tiles(dtype: torch.dtype, block_d: int) -> tuple[int, int]:
+    """(query rows, cached tokens) per tile, sized so the kernel keeps its accumulator
+    [rows, D], scores [rows, tokens] and K/V tile [tokens, D] in registers on sm_80 and
+    sm_90 alike (scripts/kernel_resources.py checks every one for spills).
+
+    Half-precision tiles multiply on tensor cores: 64 rows, and a token tile that shrinks as
+    the head grows (64 at D=64; at D=128, 64 would spill on sm_80). fp32 multiplies in exact
+    fp32 on the ordinary cores, where each thread holds far more of each operand: 64 x 64
+    tiles spilled some 17 KB a thread there, so half the rows and half the tokens again.
+    """
+    if dtype == torch.float32:
+        return 32, max(16, min(32, 2048 // block_d))
+    return 64, max(16, min(64, 4096 // block_d))
 
 
 def prefill_attention_ref(

@@ -15,11 +15,14 @@ SCALE = HEAD_DIM**-0.5
 # Ragged batches: lengths 1, 7 and 33 against block sizes that do not divide them, and
 # contexts long enough for the launcher to split them across programs.
 CONTEXT_CASES = [[1], [7], [33], [33, 1, 7, 20, 16], [300], [300, 7, 129]]
+# Llama-3-8B's head dim and query group of 4, on fewer heads: fp32 takes a smaller token
+# tile there (decode_tokens_per_tile), which the cases above at D=64 do not reach.
+WIDE_HEADS = (8, 2, 128)
 
 
-def make_queries(batch, dtype, seed=1):
+def make_queries(batch, dtype, seed=1, num_q_heads=NUM_Q_HEADS, head_dim=HEAD_DIM):
     generator = torch.Generator().manual_seed(seed)
-    return torch.randn(batch, NUM_Q_HEADS, HEAD_DIM, generator=generator).to(dtype).to(DEVICE)
+    return torch.randn(batch, num_q_heads, head_dim, generator=generator).to(dtype).to(DEVICE)
 
 
 @pytest.mark.parametrize("context_lens", CONTEXT_CASES)
@@ -59,6 +62,26 @@ def test_triton_matches_reference(
     )
     q = make_queries(len(context_lens), dtype)
     arguments = (q, paged.k_cache, paged.v_cache, paged.block_tables, paged.context_lens, SCALE)
+    assert_close(
+        triton_ops.paged_decode_attention(*arguments),
+        kernels.paged_decode_attention_ref(*arguments),
+        dtype,
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("context_lens", [[33, 7], [300]])  # one program, then split
+def test_triton_matches_reference_at_head_dim_128(
+    dtype, context_lens, triton_ops, make_paged_batch, assert_close
+):
+    num_q_heads, num_kv_heads, head_dim = WIDE_HEADS
+    paged = make_paged_batch(
+        context_lens, block_size=16, num_kv_heads=num_kv_heads, head_dim=head_dim, dtype=dtype
+    )
+    q = make_queries(len(context_lens), dtype, num_q_heads=num_q_heads, head_dim=head_dim)
+    arguments = (
+        q, paged.k_cache, paged.v_cache, paged.block_tables, paged.context_lens, head_dim**-0.5
+    )
     assert_close(
         triton_ops.paged_decode_attention(*arguments),
         kernels.paged_decode_attention_ref(*arguments),

@@ -9,6 +9,9 @@ import kernels
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM = 9, 3, 64
 SCALE = HEAD_DIM**-0.5
+# Llama-3-8B's head dim and query group of 4, on fewer heads: the launcher picks smaller
+# tiles there (prefill_tiles), which the cases above at D=64 do not reach.
+WIDE_HEADS = (8, 2, 128)
 
 # Each case is a batch of (new query tokens, total context length) pairs: fresh prompts,
 # prompts continuing a cached prefix, one-token chunks, and a sequence with no new tokens.
@@ -20,19 +23,20 @@ SEQUENCE_CASES = [
 ]
 
 
-def make_prefill(sequences, dtype, block_size, make_paged_batch, seed=2):
+def make_prefill(sequences, dtype, block_size, make_paged_batch, seed=2, heads=None):
+    num_q_heads, num_kv_heads, head_dim = heads or (NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM)
     paged = make_paged_batch(
         [total for _, total in sequences],
         block_size=block_size,
-        num_kv_heads=NUM_KV_HEADS,
-        head_dim=HEAD_DIM,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
         dtype=dtype,
     )
     query_lens = torch.tensor([new for new, _ in sequences])
     cu_seqlens_q = torch.zeros(len(sequences) + 1, dtype=torch.int32)
     cu_seqlens_q[1:] = query_lens.cumsum(0)
     generator = torch.Generator().manual_seed(seed)
-    q = torch.randn(int(cu_seqlens_q[-1]), NUM_Q_HEADS, HEAD_DIM, generator=generator)
+    q = torch.randn(int(cu_seqlens_q[-1]), num_q_heads, head_dim, generator=generator)
     return paged, q.to(dtype).to(DEVICE), cu_seqlens_q.to(DEVICE)
 
 
@@ -71,6 +75,22 @@ def test_triton_matches_reference(
         cu_seqlens_q,
         paged.context_lens,
         SCALE,
+    )
+    assert_close(
+        triton_ops.prefill_attention(*arguments), kernels.prefill_attention_ref(*arguments), dtype
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_triton_matches_reference_at_head_dim_128(
+    dtype, triton_ops, make_paged_batch, assert_close
+):
+    # Queries spanning several query tiles and keys several token tiles, after a prefix.
+    sequences = [(7, 40), (37, 37)]
+    paged, q, cu_seqlens_q = make_prefill(sequences, dtype, 16, make_paged_batch, heads=WIDE_HEADS)
+    scale = WIDE_HEADS[2] ** -0.5
+    arguments = (
+        q, paged.k_cache, paged.v_cache, paged.block_tables, cu_seqlens_q, paged.context_lens, scale
     )
     assert_close(
         triton_ops.prefill_attention(*arguments), kernels.prefill_attention_ref(*arguments), dtype
