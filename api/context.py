@@ -31,7 +31,7 @@ def conversation_id_of(request: ResponsesRequest) -> str | None:
     return conversation.id
 
 
-async def context_of(store: Store, request: ResponsesRequest, owner: str | None) -> Context:
+async def context_of(store: Store, request: ResponsesRequest, owner: str) -> Context:
     conversation_id = conversation_id_of(request)
     if request.previous_response_id is not None and conversation_id is not None:
         raise APIError(400, "Use either 'previous_response_id' or 'conversation', not both.",
@@ -48,7 +48,7 @@ async def context_of(store: Store, request: ResponsesRequest, owner: str | None)
     return Context()
 
 
-async def _chain_items(store: Store, response_id: str, owner: str | None) -> list[dict[str, Any]]:
+async def _chain_items(store: Store, response_id: str, owner: str) -> list[dict[str, Any]]:
     stored = await store.get_response(response_id)
     if stored is None or stored.owner != owner:
         raise response_not_found(response_id, param="previous_response_id")
@@ -80,7 +80,7 @@ def with_context(request: ResponsesRequest, context: Context) -> ResponsesReques
 
 
 def stored_request(
-    event: RequestAccepted, request: ResponsesRequest, context: Context, owner: str | None
+    event: RequestAccepted, request: ResponsesRequest, context: Context
 ) -> RequestAccepted:
     """The request event as the store projects it (store on)."""
     keep = request.store is not False
@@ -91,7 +91,7 @@ def stored_request(
         echo["conversation"] = {"id": context.conversation_id}
     own = input_item_dicts(request) if keep else []
     return event.model_copy(update={
-        "store": keep, "owner": owner, "echo": echo,
+        "store": keep, "echo": echo,
         "input_items": tuple([*context.items, *own]) if keep else (),
         "new_input_from": len(context.items) if keep else 0,
         "conversation_id": context.conversation_id,
@@ -100,7 +100,7 @@ def stored_request(
 
 
 async def resolved_references(
-    store: Store | None, request: ResponsesRequest, owner: str | None
+    store: Store | None, request: ResponsesRequest, owner: str
 ) -> ResponsesRequest:
     """The request with each `item_reference` input replaced by the stored item it names
     (an input or output item of an earlier response of the same owner)."""

@@ -65,16 +65,22 @@ def _presented_key(request: Request) -> str | None:
     return found
 
 
-def get_owner(request: Request) -> str | None:
-    """Who stored responses and conversations belong to: a digest of the API key (the
-    key itself is never stored), or None when keys are off."""
+# The one owner of everything when keys are off: every client is the same tenant.
+SHARED_OWNER = "shared"
+
+
+def get_owner(request: Request) -> str:
+    """Who a request acts for (the tenant): a digest of the API key (the key itself is
+    never stored or published), or SHARED_OWNER when keys are off. It scopes what a
+    client can name or reach: stored responses, conversations and items, and the
+    worker's prefix cache (docs/api.md, "Tenancy")."""
     key = _presented_key(request)
-    return None if key is None else hashlib.sha256(key.encode()).hexdigest()[:32]
+    return SHARED_OWNER if key is None else hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 SettingsDep = Annotated[ApiSettings, Depends(get_settings)]
 JournalDep = Annotated[Journal, Depends(get_journal)]
-OwnerDep = Annotated[str | None, Depends(get_owner)]
+OwnerDep = Annotated[str, Depends(get_owner)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]
 MetricsDep = Annotated[ApiMetrics, Depends(get_metrics)]
 DrainDep = Annotated[Drain, Depends(get_drain)]

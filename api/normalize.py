@@ -71,6 +71,8 @@ def accept(
     request: ResponsesRequest,
     response_id: str,
     model_defaults: Mapping[str, float] | None = None,
+    *,
+    owner: str,
 ) -> RequestAccepted:
     tool_choice, allowed_tool_names = tool_choice_of(request)
     return RequestAccepted(
@@ -99,4 +101,5 @@ def accept(
         parallel_tool_calls=_unset(request.parallel_tool_calls, True),
         answer_constraint=answer_constraint_of(request),
         echo=echo_of(request),
+        owner=owner,
     )

@@ -108,12 +108,15 @@ class RequestAccepted(Event):
     parallel_tool_calls: bool = True
     answer_constraint: AnswerConstraint | None = None
     echo: dict[str, Any] = Field(default_factory=dict)
-    # The response store (when enabled): whether to keep this response, for whom (a
-    # digest of the API key), and the items it was given in the Responses item shapes,
-    # with ids: earlier turns (a previous response's or a conversation's) first, this
-    # request's own input from `new_input_from` on.
-    store: bool = False
+    # Who the request acts for (the tenant): a digest of its API key, or "shared" when
+    # the API runs without keys. Always set by the API; it scopes the stored response,
+    # the prefix cache and per-key quotas. None only in events written before it was.
     owner: str | None = None
+    # The response store (when enabled): whether to keep this response, and the items it
+    # was given in the Responses item shapes, with ids: earlier turns (a previous
+    # response's or a conversation's) first, this request's own input from
+    # `new_input_from` on.
+    store: bool = False
     input_items: tuple[dict[str, Any], ...] = ()
     new_input_from: int = Field(default=0, ge=0)
     # The conversation the response's input and output items are added to when it ends.

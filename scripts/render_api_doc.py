@@ -76,6 +76,20 @@ own, or the one `thinking_token_budget` forces) and the constrained answer follo
 budget, a model that never closes its block runs into `max_output_tokens`, so set a
 `thinking_token_budget` with a constrained answer.
 
+## Tenancy
+
+Each request acts for an owner: a digest of its API key (`SPATE_API_KEYS`), or one
+shared owner when keys are off, so that without keys every client is the same tenant.
+The owner is on every request event (`owner`, docs/events.md) and scopes what a client
+can name or reach:
+
+- stored responses, their input items and conversations: another owner's id reads as a
+  404, exactly as an id that does not exist;
+- prefix-cache reuse: the worker keys cached KV blocks by the owner, then by the
+  request's `cache_salt`, so a key never gets `cached_tokens` from another key's prompt
+  (and so cannot test whether another tenant sent a text); requests of one owner with
+  different salts share nothing either.
+
 ## Other routes
 
 - `GET /`: the playground, a page that streams a response with its reasoning and answer

@@ -22,7 +22,7 @@ router = APIRouter(dependencies=[Depends(require_api_key)])
 IncludeQuery = Annotated[list[str] | None, Query(alias="include[]")]
 
 
-async def owned(store: Store, conversation_id: str, owner: str | None) -> StoredConversation:
+async def owned(store: Store, conversation_id: str, owner: str) -> StoredConversation:
     found = await store.get_conversation(conversation_id)
     if found is None or found.owner != owner:
         raise conversation_not_found(conversation_id)

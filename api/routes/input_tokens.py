@@ -29,7 +29,8 @@ async def count_input_tokens(
     context = await context_of(store, body, owner) if store is not None else Context()
     card = await check_model(journal, body)
     # The event a create would publish (never published): the worker renders it as it would.
-    event = accept(with_context(body, context), new_response_id(), card.default_sampling)
+    event = accept(with_context(body, context), new_response_id(), card.default_sampling,
+                   owner=owner)
     try:
         count = await journal.count_input_tokens(event)
     except CountRefused as refused:

@@ -73,9 +73,10 @@ async def create_response(
     context = await context_of(store, body, owner) if store is not None else Context()
     card = await check_model(journal, body)
     response_id = await response_id_for(journal, body)
-    event = accept(with_context(body, context), response_id, card.default_sampling)
+    event = accept(with_context(body, context), response_id, card.default_sampling,
+                   owner=owner)
     if store is not None:
-        event = stored_request(event, body, context, owner)
+        event = stored_request(event, body, context)
     if body.background and not body.stream:
         # Nobody follows it: the work runs with no client attached.
         await journal.publish_request(event, traceparent)

@@ -30,7 +30,7 @@ CANCEL_WAIT_S = 5.0
 FOLLOW_IDLE_S = 600.0
 
 
-async def stored(store: Store, response_id: str, owner: str | None) -> StoredResponse:
+async def stored(store: Store, response_id: str, owner: str) -> StoredResponse:
     found = await store.get_response(response_id)
     if found is None or found.owner != owner:
         raise response_not_found(response_id)

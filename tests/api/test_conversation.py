@@ -13,7 +13,7 @@ WEATHER = {"type": "function", "name": "get_weather",
 
 
 def accepted(**body: Any):
-    return accept(ResponsesRequest.model_validate({"model": "m", "input": "hi", **body}), "resp_t")
+    return accept(ResponsesRequest.model_validate({"model": "m", "input": "hi", **body}), "resp_t", owner="shared")
 
 
 def test_a_tool_loop_becomes_assistant_calls_and_tool_turns() -> None:

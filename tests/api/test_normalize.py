@@ -41,7 +41,7 @@ def test_bad_thinking_budget_gets_the_contract_message(budget: object) -> None:
 @pytest.mark.parametrize(("budget", "carried"), [(None, None), (-1, None), (0, 0), (5, 5)])
 def test_thinking_budget_reaches_the_event(budget: object, carried: object) -> None:
     fields = {} if budget is None else {"thinking_token_budget": budget}
-    assert accept(request(**fields), "resp_t").thinking_token_budget == carried
+    assert accept(request(**fields), "resp_t", owner="shared").thinking_token_budget == carried
 
 
 @pytest.mark.parametrize(

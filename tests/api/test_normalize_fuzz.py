@@ -59,7 +59,7 @@ def check(body: Any) -> None:
         refusal = validation_error(error)
         assert refusal.status == 400 and refusal.message
         return
-    event = accept(request, "resp_fuzz")
+    event = accept(request, "resp_fuzz", owner="shared")
     assert isinstance(event, RequestAccepted)
     assert decode(encode(event)) == event
 

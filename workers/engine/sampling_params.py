@@ -55,7 +55,8 @@ class SamplingParams:
     thinking_token_budget: int | None = None
     # Lower runs first; ties go to the earlier request.
     priority: int = 0
-    # Requests with different salts never share cached KV blocks.
+    # The prefix-cache scope (prefix_cache_scope: the owner, then the client's
+    # cache_salt): requests with different scopes never share cached KV blocks.
     cache_salt: str | None = None
     # An xgrammar CompiledGrammar the answer (never the reasoning) must match; None: free.
     grammar: CompiledGrammar | None = None
@@ -117,12 +118,22 @@ def sampling_params_of(
 ) -> SamplingParams:
     """The engine's parameters for an accepted request: its sampling settings field for
     field, already validated and normalized by the event model, plus the request's
-    thinking budget, priority and cache salt."""
+    thinking budget, priority and prefix-cache scope."""
     return SamplingParams(
         **dict(request.sampling),
         thinking_token_budget=request.thinking_token_budget,
         priority=request.priority,
-        cache_salt=request.cache_salt,
+        cache_salt=prefix_cache_scope(request.owner, request.cache_salt),
         grammar=grammar,
     )
 
+
+
+def prefix_cache_scope(owner: str | None, cache_salt: str | None) -> str | None:
+    """What a request's cached KV blocks are keyed under: its owner (one tenant never
+    reuses, and so can never probe, another's prompts), and within the owner the
+    client's `cache_salt`. Length-prefixed, so no owner and salt pair can spell another."""
+    if owner is None and cache_salt is None:
+        return None
+    owner_part = owner or ""
+    return f"{len(owner_part)}:{owner_part}:{cache_salt or ''}"

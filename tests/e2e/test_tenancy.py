@@ -1,0 +1,91 @@
+"""Tenancy against real processes: the session's nats-server and worker, a redis-server,
+and an API with the store on and two API keys. What one key sends never reaches another:
+not its stored items, not its prompts through the prefix cache; the owner rides on every
+request event."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from cli.nats_server import free_port
+from cli.redis_server import EmbeddedRedis
+from events import RequestAccepted
+from journal import Journal, JournalSettings
+from tests.conftest import DEFAULT_MODEL, Stack
+from tests.processes import SpateProcess, wait_http
+
+ALICE, BOB = "key-alice", "key-bob"
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[EmbeddedRedis]:
+    with EmbeddedRedis() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def tenants_url(stack: Stack, redis_server: EmbeddedRedis) -> Iterator[str]:
+    port = free_port()
+    api = SpateProcess(["api", "--port", str(port)],
+                       {"SPATE_NATS_URL": stack.nats_url, "SPATE_STORE_URL": redis_server.url,
+                        "SPATE_API_KEYS": f"{ALICE},{BOB}"}, "tenants-api")
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{base_url}/ready", api, timeout=60)
+        yield base_url
+    finally:
+        api.stop()
+
+
+def post(base_url: str, body: dict[str, Any], key: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(f"{base_url}/v1/responses", json={"model": DEFAULT_MODEL, **body},
+                      headers=headers, timeout=180)
+
+
+def request_event(nats_url: str, response_id: str) -> RequestAccepted:
+    async def read() -> RequestAccepted:
+        journal = Journal(JournalSettings(nats_url=nats_url), name="tenancy-test")
+        journal.start()
+        try:
+            assert await journal.wait_connected()
+            first = (await journal.read_log(response_id))[0]
+            assert isinstance(first, RequestAccepted)
+            return first
+        finally:
+            await journal.close()
+    return asyncio.run(read())
+
+
+def test_the_owner_rides_on_every_request_event(stack: Stack, tenants_url: str) -> None:
+    unkeyed = post(stack.base_url, {"input": "Hi", "max_output_tokens": 1})
+    assert unkeyed.status_code == 200, unkeyed.text
+    assert request_event(stack.nats_url, unkeyed.json()["id"]).owner == "shared"
+    for store in (True, False):
+        keyed = post(tenants_url, {"input": "Hi", "max_output_tokens": 1, "store": store}, ALICE)
+        assert keyed.status_code == 200, keyed.text
+        owner = request_event(stack.nats_url, keyed.json()["id"]).owner
+        assert owner == hashlib.sha256(ALICE.encode()).hexdigest()[:32]
+
+
+def cached_tokens(reply: httpx.Response) -> int:
+    assert reply.status_code == 200, reply.text
+    return int(reply.json()["usage"]["input_tokens_details"]["cached_tokens"])
+
+
+def test_the_prefix_cache_is_scoped_by_owner_and_salt(tenants_url: str) -> None:
+    words = " ".join(f"w{index}" for index in range(200))
+    body = {"input": f"Private notes of one tenant: {words}", "max_output_tokens": 1,
+            "store": False}
+    cached_tokens(post(tenants_url, body, ALICE))
+    assert cached_tokens(post(tenants_url, body, ALICE)) > 100  # the owner reuses its own
+    assert cached_tokens(post(tenants_url, body, BOB)) < 32  # another owner cannot probe it
+    salted = {**body, "cache_salt": "team-1"}
+    assert cached_tokens(post(tenants_url, salted, ALICE)) < 32  # a salt scopes within
+    assert cached_tokens(post(tenants_url, salted, ALICE)) > 100
