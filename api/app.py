@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api.admission import Admission
 from api.drain import Drain, DrainGate
-from api.errors import APIError, install_error_handlers
+from api.errors import APIError, install_error_handlers, request_id_taken
 from api.metrics import ApiMetrics, RequestMetrics
 from api.openapi import install_openapi
 from api.routes import (
@@ -24,7 +24,7 @@ from api.routes import (
     stored_responses,
 )
 from api.settings import ApiSettings
-from journal import Journal, JournalUnavailable, PayloadTooLarge
+from journal import Journal, JournalUnavailable, PayloadTooLarge, ResponseIdTaken
 from store import StoreError
 from store.projector import Projector
 from store.redis_store import RedisStore
@@ -74,6 +74,11 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         message = (f"The request is too large: as an event it is {error.size} bytes, "
                    f"and this server takes at most {error.limit}.")
         return APIError(413, message, code="request_too_large").response()
+
+    @app.exception_handler(ResponseIdTaken)
+    async def _request_id_taken(_: Request, error: ResponseIdTaken) -> JSONResponse:
+        # Another request claimed the log of this client-chosen id first.
+        return request_id_taken(error.response_id).response()
 
     @app.exception_handler(StoreError)
     async def _store_unavailable(_: Request, error: StoreError) -> JSONResponse:

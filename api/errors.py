@@ -22,6 +22,7 @@ _TYPE_BY_STATUS = {
     401: "authentication_error",
     404: "invalid_request_error",
     405: "invalid_request_error",
+    409: "invalid_request_error",
     413: "invalid_request_error",
     429: "rate_limit_error",
     503: "service_unavailable_error",
@@ -57,6 +58,13 @@ class APIError(Exception):
 
     def response(self) -> JSONResponse:
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def request_id_taken(request_id: str) -> APIError:
+    """A `request_id` some response already has, whoever's it is: response ids are one
+    namespace across API keys, so the answer says only that the id is taken."""
+    return APIError(409, f"The request_id '{request_id}' is already in use; choose another.",
+                    param="request_id", code="request_id_in_use")
 
 
 def response_not_found(response_id: str, *, param: str = "response_id", why: str = "") -> APIError:

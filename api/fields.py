@@ -71,7 +71,7 @@ FIELDS.update({
     "include": (Treatment.HONORED, "message.output_text.logprobs gives logprobs on message text (function-call tokens have none); reasoning.encrypted_content is a no-op"),
     "top_logprobs": (Treatment.HONORED, f"0..{MAX_TOP_LOGPROBS} alternatives per token, with include message.output_text.logprobs; echoed"),
     "truncation": (Treatment.HONORED, "auto drops the oldest turns to fit; disabled (default) fails a long input on input; echoed"),
-    "request_id": (Treatment.HONORED, "becomes the response id (must be unused)"),
+    "request_id": (Treatment.HONORED, "becomes the response id: ASCII letters, digits, `_` and `-`, at most 200; one namespace across keys: an id any response has (or a concurrent request claims first) is a 409"),
     "priority": (Treatment.HONORED, f"scheduler priority, lower runs first: SPATE_PRIORITY_FLOOR (0 unless the operator lowers it)..{PRIORITY_LIMIT}"),
     "cache_salt": (Treatment.HONORED, "non-empty; isolates prefix-cache reuse"),
     "enable_response_messages": (Treatment.HONORED, "input_messages / output_messages carry the rendered text and token ids"),

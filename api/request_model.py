@@ -160,8 +160,10 @@ class ResponsesRequest(StrictModel):
     @field_validator("request_id")
     @classmethod
     def _request_id(cls, value: str | None) -> str | None:
-        if value is not None and not all(c.isalnum() or c in "_-" for c in value):
-            raise ValueError("use letters, digits, '_' and '-' only")
+        # The id names the response's NATS subjects, which carry these characters as
+        # they are: cancel, resume and the log all find it by the same name.
+        if value is not None and not (value.isascii() and all(c.isalnum() or c in "_-" for c in value)):
+            raise ValueError("use ASCII letters, digits, '_' and '-' only")
         return value
 
     @field_validator("metadata")

@@ -10,7 +10,14 @@ no torch.
 
 from journal.backlog import Backlog
 from journal.durable_consumer import Delivery, DurableConsumer
-from journal.errors import CountRefused, Fenced, JournalUnavailable, PayloadTooLarge, PublishFailed
+from journal.errors import (
+    CountRefused,
+    Fenced,
+    JournalUnavailable,
+    PayloadTooLarge,
+    PublishFailed,
+    ResponseIdTaken,
+)
 from journal.follower import LogFollower
 from journal.journal import Journal
 from journal.settings import JournalSettings
@@ -29,6 +36,7 @@ __all__ = [
     "LogFollower",
     "PayloadTooLarge",
     "PublishFailed",
+    "ResponseIdTaken",
     "ResponseWriter",
     "TailedMessage",
 ]

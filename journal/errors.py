@@ -17,6 +17,15 @@ class PayloadTooLarge(Exception):
         self.limit = limit
 
 
+class ResponseIdTaken(Exception):
+    """A client-chosen response id whose log already exists (or is being written by a
+    request that claimed it first): the id is someone else's."""
+
+    def __init__(self, response_id: str) -> None:
+        super().__init__(f"the response id {response_id!r} is taken")
+        self.response_id = response_id
+
+
 class PublishFailed(Exception):
     """An event could not be persisted; the request must go back to the queue."""
 

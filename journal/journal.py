@@ -21,7 +21,7 @@ from events.subjects import (
 from journal.backlog import Backlog, consumer_backlog
 from journal.connection import Connection
 from journal.durable_consumer import DurableConsumer
-from journal.errors import Fenced, JournalUnavailable, PayloadTooLarge
+from journal.errors import Fenced, JournalUnavailable, PayloadTooLarge, ResponseIdTaken
 from journal.follower import REPAIRS_AT_ONCE, LogFollower
 from journal.lease import take_lease
 from journal.log_reader import cancel_requested, last_seq, read_log
@@ -75,14 +75,17 @@ class Journal:
 
     # -- a response's log ----------------------------------------------------------------
 
-    async def publish_request(self, event: RequestAccepted, traceparent: str | None = None) -> None:
+    async def publish_request(
+        self, event: RequestAccepted, traceparent: str | None = None, claim: bool = False
+    ) -> None:
         """Raises PayloadTooLarge for a request the server cannot take in one message,
+        ResponseIdTaken when `claim` finds its log already begun (writer.publish_request),
         JournalUnavailable when NATS does not take it."""
         js = self.connection.require()
         try:
             await publish_request(js, event, self.settings.nats_timeout_s,
-                                  self.connection.nc.max_payload, traceparent)
-        except PayloadTooLarge:
+                                  self.connection.nc.max_payload, traceparent, claim)
+        except (PayloadTooLarge, ResponseIdTaken):
             raise
         except Exception as error:
             raise JournalUnavailable(f"Could not publish the request: {error}") from error

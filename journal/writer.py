@@ -11,11 +11,13 @@ import logging
 from collections.abc import Callable
 from typing import Any, Literal
 
+from nats.js.errors import APIError
+
 from events import CancelRequested, RequestAccepted, encode
 from events.subjects import cancel_subject, event_msg_id, events_subject, request_subject
-from journal.errors import Fenced, PayloadTooLarge, PublishFailed
-from journal.lease import fence_headers, take_lease
-from journal.pipeline import PublishPipeline, is_fenced, lease_lost
+from journal.errors import Fenced, PayloadTooLarge, PublishFailed, ResponseIdTaken
+from journal.lease import EXPECTED_LAST_SUBJECT_SEQUENCE, fence_headers, take_lease
+from journal.pipeline import WRONG_LAST_SEQUENCE, PublishPipeline, is_fenced, lease_lost
 from journal.trace_context import TRACEPARENT_HEADER
 
 log = logging.getLogger("spate.journal.writer")
@@ -42,17 +44,28 @@ def check_payload_size(payload: bytes, max_payload: int) -> None:
 
 async def publish_request(
     js: Any, event: RequestAccepted, timeout: float, max_payload: int,
-    traceparent: str | None = None,
+    traceparent: str | None = None, claim: bool = False,
 ) -> None:
     """Write seq 0 of the response's log, then hand the request to the workers.
 
     The log is written first so a worker never runs a request whose log is missing. Both
     go out back to back and their acks are awaited together: one round trip, not two.
     A W3C `traceparent` rides in the headers of both, so the worker's logs join the trace.
+    With `claim` (a response id the client chose), seq 0 must be the log's first message
+    and its ack comes before the request goes out: of two requests with one id, exactly
+    one gets the log and the other `ResponseIdTaken`, with nothing of its own published.
     """
     payload = encode(event)
     trace = {TRACEPARENT_HEADER: traceparent} if traceparent else {}
     check_payload_size(payload, max_payload)
+    if claim:
+        await claim_log(js, event.response_id, payload, trace, timeout)
+        ack = await js.publish_async(
+            request_subject(event.model), payload,
+            headers={"Nats-Msg-Id": event.response_id, **trace},
+        )
+        await asyncio.wait_for(ack, timeout)
+        return
     acks = [
         await js.publish_async(
             events_subject(event.response_id), payload,
@@ -64,6 +77,25 @@ async def publish_request(
         ),
     ]
     await asyncio.wait_for(asyncio.gather(*acks), timeout)
+
+
+async def claim_log(
+    js: Any, response_id: str, payload: bytes, trace: dict[str, str], timeout: float
+) -> None:
+    """Write seq 0 of a log that must not exist yet, or raise ResponseIdTaken. JetStream
+    checks the subject is empty as it appends; within its duplicate window a second
+    claim is instead answered as a duplicate of the first, which is taken all the same."""
+    headers = {"Nats-Msg-Id": event_msg_id(response_id, 0),
+               EXPECTED_LAST_SUBJECT_SEQUENCE: "0", **trace}
+    try:
+        ack = await js.publish(events_subject(response_id), payload, timeout=timeout,
+                               headers=headers)
+    except APIError as error:
+        if error.err_code == WRONG_LAST_SEQUENCE:
+            raise ResponseIdTaken(response_id) from error
+        raise
+    if ack.duplicate:
+        raise ResponseIdTaken(response_id)
 
 
 async def publish_event(js: Any, event: Any, lease_seq: int | None = None) -> None:

@@ -43,7 +43,8 @@ status: 400 `invalid_request_error` (validation; `param` names the field, nested
 `type: "invalid_request_error"`, `param: "response_id"`, `code: "not_found"`; an unknown
 route: `Invalid URL (GET /v1/x)`, and 405 for a known route with another method), 413
 (`request_too_large`: a body over `SPATE_MAX_BODY_BYTES`, or a request whose event is
-over the NATS server's `max_payload`), 429 with `Retry-After`
+over the NATS server's `max_payload`), 409 (`request_id_in_use`: a `request_id` some
+response already has), 429 with `Retry-After`
 (too many open responses), 503 (NATS unreachable, or no live worker for the model, or
 `server_shutting_down` with `Retry-After` while the replica drains: docs/reliability.md),
 500 `server_error` only for bugs. A non-streaming request whose input the worker finds
@@ -88,7 +89,11 @@ can name or reach:
 - prefix-cache reuse: the worker keys cached KV blocks by the owner, then by the
   request's `cache_salt`, so a key never gets `cached_tokens` from another key's prompt
   (and so cannot test whether another tenant sent a text); requests of one owner with
-  different salts share nothing either.
+  different salts share nothing either;
+- not response ids: a `request_id` becomes the response id, the name of its event log,
+  which is one namespace for all keys. An id any response has is a 409, whoever's it is
+  (the answer says nothing more), and of two requests racing for one id exactly one
+  gets it: the log is claimed atomically when the request is published.
 
 ## Other routes
 

@@ -33,7 +33,7 @@ from api.deps import (
     require_api_key,
 )
 from api.drain import SHUTTING_DOWN, Drain
-from api.errors import APIError
+from api.errors import APIError, request_id_taken
 from api.metrics import ResponseTimer
 from api.normalize import accept
 from api.request_model import ResponsesRequest
@@ -72,14 +72,14 @@ async def create_response(
     body = await resolved_references(store, body, owner)
     context = await context_of(store, body, owner) if store is not None else Context()
     card = await check_model(journal, body)
-    response_id = await response_id_for(journal, body)
+    response_id = await response_id_for(store, body)
     event = accept(with_context(body, context), response_id, card.default_sampling,
                    owner=owner)
     if store is not None:
         event = stored_request(event, body, context)
     if body.background and not body.stream:
         # Nobody follows it: the work runs with no client attached.
-        await journal.publish_request(event, traceparent)
+        await journal.publish_request(event, traceparent, claim=body.request_id is not None)
         if event.store:  # a GET right after this answer finds it
             await projector_of(request).apply(event, encode(event))
         return JSONResponse(ResponseFold().apply(event)[0]["response"])
@@ -87,7 +87,7 @@ async def create_response(
     events = None
     try:
         events = await journal.follow(event.response_id)
-        await journal.publish_request(event, traceparent)
+        await journal.publish_request(event, traceparent, claim=body.request_id is not None)
     except BaseException:
         # Nothing was published: give back the slot and the subscription.
         admission.release()
@@ -152,12 +152,14 @@ def stateful_store(request: Request, body: ResponsesRequest) -> Store | None:
     return store
 
 
-async def response_id_for(journal: Journal, body: ResponsesRequest) -> str:
+async def response_id_for(store: Store | None, body: ResponsesRequest) -> str:
+    """A new response id, or the client's `request_id` unless the store already holds a
+    response by it (one whose log has aged out of NATS); the log itself is claimed
+    atomically when the request is published (a 409 for the loser)."""
     if body.request_id is None:
         return new_response_id()
-    if await journal.response_exists(body.request_id):
-        raise APIError(400, f"The request_id '{body.request_id}' is already in use.",
-                       param="request_id", code="invalid_value")
+    if store is not None and await store.get_response(body.request_id) is not None:
+        raise request_id_taken(body.request_id)
     return body.request_id
 
 

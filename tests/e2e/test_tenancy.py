@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -89,3 +90,32 @@ def test_the_prefix_cache_is_scoped_by_owner_and_salt(tenants_url: str) -> None:
     salted = {**body, "cache_salt": "team-1"}
     assert cached_tokens(post(tenants_url, salted, ALICE)) < 32  # a salt scopes within
     assert cached_tokens(post(tenants_url, salted, ALICE)) > 100
+
+
+def test_a_request_id_holds_only_what_a_subject_carries(stack: Stack) -> None:
+    for request_id in ("résumé-1", "a.b", "a b", "x" * 201):
+        reply = post(stack.base_url, {"input": "Hi", "max_output_tokens": 1,
+                                      "request_id": request_id})
+        assert reply.status_code == 400, reply.text
+        assert reply.json()["error"]["param"] == "request_id"
+
+
+def test_two_posts_racing_for_one_request_id_one_wins(stack: Stack, tenants_url: str) -> None:
+    request_id = f"race-{uuid.uuid4().hex}"
+    body = {"input": "Hi", "max_output_tokens": 1, "request_id": request_id}
+
+    async def race() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=180) as client:
+            return list(await asyncio.gather(*(
+                client.post(f"{stack.base_url}/v1/responses",
+                            json={"model": DEFAULT_MODEL, **body, "stream": stream})
+                for stream in (False, True, False, True))))
+
+    replies = asyncio.run(race())
+    assert sorted(reply.status_code for reply in replies) == [200, 409, 409, 409]
+    for reply in replies:
+        if reply.status_code == 409:
+            assert reply.json()["error"]["param"] == "request_id"
+    # Another key cannot take it either: response ids are one namespace.
+    again = post(tenants_url, body, BOB)
+    assert again.status_code == 409 and "already in use" in again.json()["error"]["message"]
