@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api.admission import Admission
 from api.drain import Drain, DrainGate
+from api.encrypted_content import ContentKeys
 from api.errors import APIError, install_error_handlers, request_id_taken
 from api.metrics import ApiMetrics, RequestMetrics
 from api.openapi import install_openapi
@@ -60,6 +61,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     app = FastAPI(title="spate", version="0.1.0", lifespan=lifespan)
     app.state.drain = Drain(settings.drain_timeout_s)
+    app.state.content_keys = ContentKeys.configured(settings.encryption_keys,
+                                                    settings.encryption_key_file)
     app.add_middleware(DrainGate, drain=app.state.drain)
     install_error_handlers(app)
     app.add_middleware(RequestMetrics, metrics=api_metrics)

@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 
 from api.admission import Admission
 from api.drain import Drain
+from api.encrypted_content import ContentKeys
 from api.errors import APIError
 from api.metrics import ApiMetrics
 from api.settings import ApiSettings
@@ -40,6 +41,11 @@ def get_metrics(request: Request) -> ApiMetrics:
 def get_drain(request: Request) -> Drain:
     drain: Drain = request.app.state.drain
     return drain
+
+
+def get_content_keys(request: Request) -> ContentKeys:
+    keys: ContentKeys = request.app.state.content_keys
+    return keys
 
 
 def require_api_key(request: Request) -> None:
@@ -84,3 +90,4 @@ OwnerDep = Annotated[str, Depends(get_owner)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]
 MetricsDep = Annotated[ApiMetrics, Depends(get_metrics)]
 DrainDep = Annotated[Drain, Depends(get_drain)]
+ContentKeysDep = Annotated[ContentKeys, Depends(get_content_keys)]

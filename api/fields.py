@@ -35,7 +35,7 @@ STORE_ENV = "SPATE_STORE_URL"
 
 FIELDS: dict[str, tuple[Treatment, str]] = {
     "model": (Treatment.HONORED, "must name a served model: unknown 404, no live worker 503"),
-    "input": (Treatment.HONORED, f"a string, or items: message (content a string or input_text/output_text parts), function_call, function_call_output, reasoning (plain text), item_reference (an earlier response's item by id; needs the store, {STORE_ENV})"),
+    "input": (Treatment.HONORED, f"a string, or items: message (content a string or parts: input_text/output_text; input_file, inline, read into text; input_image, 400 on a text-only model), function_call, function_call_output, reasoning (plain text, or encrypted_content this server sealed), item_reference (an earlier response's item by id; needs the store, {STORE_ENV})"),
     "instructions": (Treatment.HONORED, "first system message; echoed"),
     "stream": (Treatment.HONORED, "true selects SSE"),
     "max_output_tokens": (Treatment.HONORED, f"cap on generated tokens, 1..{MAX_OUTPUT_TOKENS}; hit: status incomplete"),
@@ -46,7 +46,7 @@ FIELDS: dict[str, tuple[Treatment, str]] = {
     "seed": (Treatment.HONORED, "int64 ([-2^63, 2^63-1]); the same seed gives the same tokens"),
     "stop": (Treatment.HONORED, "a string or a list of non-empty strings; removed from the text"),
     "thinking_token_budget": (Treatment.HONORED, f"-1 or absent: unlimited; 0..{MAX_THINKING_TOKEN_BUDGET}: at most N thinking tokens"),
-    "reasoning": (Treatment.HONORED, "effort 'none' turns thinking off, other values on; summary is a no-op; echoed"),
+    "reasoning": (Treatment.HONORED, "effort 'none' turns thinking off, other values on; summary and generate_summary are accepted, and no summary is written (reasoning items carry summary [] and the whole reasoning in content); echoed"),
     "chat_template_kwargs": (Treatment.HONORED, "merged over the model's defaults"),
     "metadata": (Treatment.ECHOED, "at most 16 string pairs"),
     "user": (Treatment.ECHOED, ""),
@@ -68,7 +68,7 @@ FIELDS.update({
     "include_stop_str_in_output": (Treatment.HONORED, "keep the matched stop string in the text"),
     "logit_bias": (Treatment.HONORED, f"at most {MAX_TOKEN_ID_ENTRIES} integer token ids, each 0..{MAX_TOKEN_ID}; finite values clamped to [-{LOGIT_BIAS_LIMIT:g}, {LOGIT_BIAS_LIMIT:g}]"),
     "include_reasoning": (Treatment.HONORED, "false leaves the reasoning item out of output; usage still counts it"),
-    "include": (Treatment.HONORED, "message.output_text.logprobs gives logprobs on message text (function-call tokens have none); reasoning.encrypted_content is a no-op"),
+    "include": (Treatment.HONORED, "message.output_text.logprobs gives logprobs on message text (function-call tokens have none); reasoning.encrypted_content seals each reasoning item's text into encrypted_content (SPATE_ENCRYPTION_KEYS; with no key nothing is sealed and a warning is logged)"),
     "top_logprobs": (Treatment.HONORED, f"0..{MAX_TOP_LOGPROBS} alternatives per token, with include message.output_text.logprobs; echoed"),
     "truncation": (Treatment.HONORED, "auto drops the oldest turns to fit; disabled (default) fails a long input on input; echoed"),
     "request_id": (Treatment.HONORED, "becomes the response id: ASCII letters, digits, `_` and `-`, at most 200; one namespace across keys: an id any response has (or a concurrent request claims first) is a 409"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import Discriminator, Field, Tag
 
 from api.model_base import FieldRejected, StrictModel, tag_by_type
 
@@ -18,17 +18,58 @@ class TextPart(StrictModel):
     logprobs: list[Any] | None = None
 
 
+class InputFilePart(StrictModel):
+    """A file, inline: read into text before lowering (api/input_files.py)."""
+
+    type: Literal["input_file"]
+    file_data: str | None = None
+    file_url: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
+    detail: Literal["auto", "low", "high"] | None = None
+    prompt_cache_breakpoint: dict[str, Any] | None = None
+
+
+class InputImagePart(StrictModel):
+    """An image: refused by a model whose card does not list image input."""
+
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: Literal["auto", "low", "high", "original"] | None = None
+    prompt_cache_breakpoint: dict[str, Any] | None = None
+
+
+# Part type -> union tag.
+PART_TAGS = {"input_text": "Text", "output_text": "Text", "input_file": "InputFile",
+             "input_image": "InputImage"}
+
+ContentPart = Annotated[
+    Annotated[TextPart, Tag("Text")]
+    | Annotated[InputFilePart, Tag("InputFile")]
+    | Annotated[InputImagePart, Tag("InputImage")],
+    Discriminator(tag_by_type(PART_TAGS)),
+]
+
+
 class MessageItem(StrictModel):
     type: Literal["message"] = "message"
     role: Literal["user", "system", "developer", "assistant"]
-    content: str | list[TextPart]
+    content: str | list[ContentPart]
     id: str | None = None
     status: str | None = None
 
     def text(self) -> str:
+        """The message's text; files were read into text parts and images refused before
+        a request is lowered (api/input_files.py)."""
         if isinstance(self.content, str):
             return self.content
-        return "".join(part.text for part in self.content)
+        texts = []
+        for part in self.content:
+            if not isinstance(part, TextPart):
+                raise TypeError(f"an unread {part.type} part reached the prompt")
+            texts.append(part.text)
+        return "".join(texts)
 
 
 class FunctionCallItem(StrictModel):
@@ -80,7 +121,8 @@ class ReasoningSummary(StrictModel):
 
 
 class ReasoningItem(StrictModel):
-    """The reasoning of an earlier turn, in plain text (encrypted reasoning is refused)."""
+    """The reasoning of an earlier turn: in plain text, or sealed in `encrypted_content`
+    (opened into `content` before lowering, api/encrypted_content.py)."""
 
     type: Literal["reasoning"]
     id: str | None = None
@@ -88,13 +130,6 @@ class ReasoningItem(StrictModel):
     content: list[ReasoningText] | None = None
     encrypted_content: str | None = None
     status: ItemStatus | None = None
-
-    @field_validator("encrypted_content")
-    @classmethod
-    def _plain_text_only(cls, value: str | None) -> str | None:
-        if value is not None:
-            raise ValueError("encrypted reasoning is not supported; send the reasoning as content")
-        return value
 
     def text(self) -> str:
         return "".join(part.text for part in self.content or [])

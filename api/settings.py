@@ -18,6 +18,8 @@ class ApiSettings(JournalSettings):
     # Comma-separated keys; empty means no authentication.
     api_keys: str = ""
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # The largest file an input_file part may carry, decoded (api/input_files.py).
+    max_file_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
     # Responses this replica may have open at once; past it, 429 with Retry-After.
     max_inflight: int = Field(default=256, ge=1)
     # Keep-alive comment interval on SSE streams while the model is queued or thinking.
@@ -33,6 +35,11 @@ class ApiSettings(JournalSettings):
     store_url: str | None = None
     # Seconds a stored response or conversation lives after its last write.
     store_ttl_s: int = Field(default=DEFAULT_TTL_S, ge=1)
+    # Keys that seal reasoning items' encrypted_content (api/encrypted_content.py):
+    # comma-separated url-safe base64 of 32 bytes, and a file of them one a line. The
+    # first key seals, all of them open. None: nothing is sealed, nothing opens.
+    encryption_keys: str = ""
+    encryption_key_file: str | None = None
 
     @field_validator("store_url")
     @classmethod

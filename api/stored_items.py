@@ -14,6 +14,7 @@ from api.input_items import (
     InputItem,
     MessageItem,
     ReasoningItem,
+    TextPart,
 )
 from api.request_model import ResponsesRequest
 
@@ -44,7 +45,8 @@ def _item_dict(item: Any) -> dict[str, Any]:
         if isinstance(item.content, str):
             parts = [{"type": kind, "text": item.content}]
         else:
-            parts = [{"type": part.type, "text": part.text} for part in item.content]
+            parts = [{"type": part.type, "text": part.text} if isinstance(part, TextPart)
+                     else part.model_dump(exclude_none=True) for part in item.content]
         if item.role == "assistant":
             parts = [{**part, "type": "output_text", "annotations": []} for part in parts]
         return _message(item.role, parts, item.id)

@@ -97,7 +97,7 @@ async def one_stream(client: httpx.AsyncClient, url: str, tokens: int, pause_s: 
         open_streams.now += 1
         open_streams.peak = max(open_streams.peak, open_streams.now)
         async for line in reply.aiter_lines():
-            if not line.startswith("data:"):
+            if not line.startswith("data: {"):
                 continue
             event = json.loads(line[5:])
             stream.events.append(event)

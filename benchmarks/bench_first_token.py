@@ -118,7 +118,7 @@ def first_token(client: httpx.Client, port: int, index: int, tokens: int) -> tup
                        timeout=600) as reply:
         reply.raise_for_status()
         for line in reply.iter_lines():
-            if not line.startswith("data:"):
+            if not line.startswith("data: {"):
                 continue
             if response_id is None and '"response.created"' in line:
                 response_id = json.loads(line[5:])["response"]["id"]

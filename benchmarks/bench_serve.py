@@ -136,7 +136,7 @@ def one_stream(
     with client.stream("POST", url, json=body, timeout=600) as reply:
         reply.raise_for_status()
         for line in reply.iter_lines():
-            if line.startswith("data:") and '"response.output_text.delta"' in line:
+            if line.startswith("data: {") and '"response.output_text.delta"' in line:
                 deltas += 1
                 if first is None:
                     first = time.perf_counter()

@@ -114,7 +114,7 @@ async def stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> t
     async with client.stream("POST", url, json={**body, "stream": True}) as reply:
         reply.raise_for_status()
         async for line in reply.aiter_lines():
-            if line.startswith("data:"):
+            if line.startswith("data: {"):
                 received.append(time.perf_counter())
                 event = json.loads(line[5:])
                 if event["sequence_number"] == 0:
@@ -179,7 +179,7 @@ async def first_token(client: httpx.AsyncClient, url: str, body: dict[str, Any])
     async with client.stream("POST", url, json={**body, "stream": True}) as reply:
         reply.raise_for_status()
         async for line in reply.aiter_lines():
-            if not line.startswith("data:"):
+            if not line.startswith("data: {"):
                 continue
             event = json.loads(line[5:])
             if event["type"] == "response.output_text.delta" and not ttft:

@@ -149,7 +149,7 @@ def stream(
                       json=request_body(tokens, True, ignore_eos), timeout=600) as reply:
         reply.raise_for_status()
         for line in reply.iter_lines():
-            if not line.startswith("data:"):
+            if not line.startswith("data: {"):
                 continue
             event = json.loads(line[5:])
             streamed.events.append(event)

@@ -10,14 +10,16 @@ import signal
 import sys
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
+from api.encrypted_content import KEY_FILE_ENV, new_key
 from api.settings import ApiSettings
 from cli import events_command
 from cli.log_format import configure_logging
 from cli.nats_server import EmbeddedNats
 from cli.redis_server import EmbeddedRedis
-from cli.settings import DEFAULT_STORE_DIR, CliSettings
+from cli.settings import DEFAULT_KEY_FILE, DEFAULT_STORE_DIR, CliSettings
 from cli.supervisor import Supervisor
 from workers.model.host import usable_cpu_count
 from workers.settings import WorkerSettings
@@ -233,6 +235,22 @@ def serve_store(args: argparse.Namespace, settings: CliSettings) -> EmbeddedRedi
     return store
 
 
+def serve_key_file(api: ApiSettings, path: str = DEFAULT_KEY_FILE) -> str | None:
+    """The key file `spate serve` hands its API when no key is configured, so reasoning
+    sealed for a client still opens after a restart: made once (readable by its owner
+    only) and kept. None when SPATE_ENCRYPTION_KEYS or SPATE_ENCRYPTION_KEY_FILE is set."""
+    if api.encryption_keys.strip() or api.encryption_key_file:
+        return None
+    key_file = Path(path)
+    if not key_file.exists():
+        key_file.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as written:
+            written.write(new_key() + "\n")
+        logging.getLogger("spate.serve").info("made the encryption key file %s", key_file)
+    return str(key_file.resolve())
+
+
 def run_serve(args: argparse.Namespace) -> int:
     log = logging.getLogger("spate.serve")
     settings = CliSettings(**_overrides(args, ["nats_store_dir", "store_dir"]))
@@ -250,6 +268,9 @@ def run_serve(args: argparse.Namespace) -> int:
             nats.stop()
         raise
     env = {**os.environ, "SPATE_NATS_URL": nats_url}
+    key_file = serve_key_file(api)
+    if key_file is not None:
+        env[KEY_FILE_ENV] = key_file
     if store is not None:
         env["SPATE_STORE_URL"] = store.url
     worker_cmd = serve_worker_command(args, usable_cpu_count(), WorkerSettings())

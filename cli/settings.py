@@ -8,6 +8,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from cli.log_format import LogFormat
 
 DEFAULT_STORE_DIR = ".spate/store"
+# `spate serve` keeps the key that seals reasoning items here when none is configured.
+DEFAULT_KEY_FILE = ".spate/encryption.key"
 
 
 class CliSettings(BaseSettings):

@@ -16,6 +16,8 @@ class ModelCard(BaseModel):
     tool_call_format: str | None = None
     # Sampling values used when a request leaves them out (temperature, top_p, top_k, min_p).
     default_sampling: dict[str, float] = Field(default_factory=dict)
+    # What the model reads ("text", "image"): the API refuses parts of any other kind.
+    input_modalities: tuple[str, ...] = ("text",)
     worker_id: str = ""
     created_at: float = 0.0
 

@@ -51,6 +51,45 @@ response already has), 429 with `Retry-After`
 too long (or otherwise unusable) gets a 400 naming `input`; a streaming one gets an
 `error` event with that `param`, then `response.failed`.
 
+## Files, images and reasoning that round-trips
+
+A message's content may hold `input_file` parts. The file comes inline: `file_data` as
+base64 or a data URL (`data:application/pdf;base64,...`), or a data URL in `file_url`;
+spate has no file store and fetches no URL, so a `file_id` or an `https` `file_url` is a
+400 naming the part. PDFs are read with pypdf, plain text and markdown (UTF-8, `text/*`,
+`.txt`, `.md`, `.csv`, `.json`) are taken as they are, and the text replaces the part as
+`<file name="...">` ... `</file>`, which is also what the store keeps. A file over
+`SPATE_MAX_FILE_BYTES` (decoded; 2 MiB by default), a PDF past 500 pages, an encrypted PDF
+or one with no text layer, and any other type are a 400 naming the part
+(`input[1].content[0]`, code `invalid_file`). An `input_image` part is a 400 naming the
+part on a model whose worker advertises no image input (`input_modalities` on its model
+card; every model spate serves today reads text only).
+
+With `include: ["reasoning.encrypted_content"]`, each finished reasoning item (in
+`response.output_item.done`, the terminal event's Response and the JSON reply) carries
+`encrypted_content`: its text sealed with AES-GCM under the server's key and bound to the
+caller's API key and the model. Sent back in a later request's `input` (with or without
+`content`), it is opened and reaches the prompt as the text the model wrote, so a client
+that keeps no server state (`store: false`) still returns its reasoning. Content that
+was altered, sealed by another server or key, for another API key or another model is a 400
+naming `input[i].encrypted_content` (code `invalid_encrypted_content`). Keys:
+`SPATE_ENCRYPTION_KEYS` (comma-separated, url-safe base64 of 32 bytes; make one with
+`python -c "from api.encrypted_content import new_key; print(new_key())"`) and
+`SPATE_ENCRYPTION_KEY_FILE` (one a line). The first key seals and every key opens: to
+rotate, put the new key first and drop the old one later. `spate serve` with neither set
+makes `.spate/encryption.key` once and keeps it. An API with no key still accepts the
+`include` (Codex always sends it), seals nothing and logs a warning once; sealed content
+sent to it is a 400.
+
+## Streaming
+
+`stream: true` answers with SSE events (`event:`, `data:`, `id:` = `sequence_number`),
+and after the terminal event (`response.completed`, `response.incomplete` or
+`response.failed`) the stream ends with a literal `data: [DONE]`, as the Open Responses
+specification says; the official SDK stops reading at it. A resumed stream
+(`GET /v1/responses/{id}?stream=true`) ends the same way. A stream cut by a shutdown ends
+with an `error` event naming where to resume, and no `[DONE]`.
+
 ## Function calling and structured output
 
 `tools` takes `function` tools and `namespace` tools (their functions are called as

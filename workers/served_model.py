@@ -86,6 +86,8 @@ class EngineModel:
             reasoning_end=profile.reasoning_end,
             tool_call_format=profile.tool_call_format,
             default_sampling=dict(profile.default_sampling),
+            # The engine runs text-only decoders: an image input is refused by the API.
+            input_modalities=("text",),
             worker_id=worker_id,
             created_at=time.time(),
         )

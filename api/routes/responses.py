@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -25,6 +25,7 @@ from api.context import (
 )
 from api.deps import (
     AdmissionDep,
+    ContentKeysDep,
     DrainDep,
     JournalDep,
     MetricsDep,
@@ -33,12 +34,21 @@ from api.deps import (
     require_api_key,
 )
 from api.drain import SHUTTING_DOWN, Drain
+from api.encrypted_content import opened_reasoning, sealer_for
 from api.errors import APIError, request_id_taken
+from api.input_files import refuse_images, with_file_text
 from api.metrics import ResponseTimer
 from api.normalize import accept
 from api.request_model import ResponsesRequest
 from api.store_access import projector_of, require_store_for_field, store_or_none
-from events import GenerationFailed, ModelCard, ResponseFold, TokensGenerated, encode
+from events import (
+    TERMINAL_SSE_TYPES,
+    GenerationFailed,
+    ModelCard,
+    ResponseFold,
+    TokensGenerated,
+    encode,
+)
 from events.ids import new_response_id
 from journal import Fenced, Journal, JournalUnavailable, LogFollower
 from journal.trace_context import TRACEPARENT_HEADER, trace_id_of, valid_traceparent
@@ -62,16 +72,19 @@ ERROR_STATUS = {
 @router.post("/v1/responses")
 async def create_response(
     request: Request, journal: JournalDep, settings: SettingsDep, admission: AdmissionDep,
-    owner: OwnerDep, metrics: MetricsDep, drain: DrainDep,
+    owner: OwnerDep, metrics: MetricsDep, drain: DrainDep, content_keys: ContentKeysDep,
 ) -> Any:
     timer = ResponseTimer(metrics, asyncio.get_running_loop().time)
     traceparent = valid_traceparent(request.headers.get(TRACEPARENT_HEADER))
     body = await read_request(request, settings.max_body_bytes)
     check_priority(body, settings.priority_floor)
+    body = opened_reasoning(body, content_keys, owner)
     store = stateful_store(request, body)
     body = await resolved_references(store, body, owner)
     context = await context_of(store, body, owner) if store is not None else Context()
     card = await check_model(journal, body)
+    refuse_images(body, card)
+    body = await with_file_text(body, settings.max_file_bytes)
     response_id = await response_id_for(store, body)
     event = accept(with_context(body, context), response_id, card.default_sampling,
                    owner=owner)
@@ -97,14 +110,16 @@ async def create_response(
     log.info("accepted %s for %s", event.response_id, event.model,
              extra={"response_id": event.response_id, "trace_id": trace_id_of(traceparent)})
     cancel_on_disconnect = not body.background
+    seal = sealer_for(body, content_keys, owner)
     if body.stream:
         return CuttableStream(
             event.response_id,
             sse_stream(events, journal, admission, event.response_id, cancel_on_disconnect, timer,
-                       drain),
+                       drain, seal),
             ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
         )
-    reply = await json_reply(request, events, journal, admission, event.response_id, timer, drain)
+    reply = await json_reply(request, events, journal, admission, event.response_id, timer, drain,
+                             seal)
     if event.store:  # a GET right after this answer reads what it said
         with contextlib.suppress(StoreError, JournalUnavailable):
             await projector_of(request).catch_up(event.response_id)
@@ -268,10 +283,21 @@ def server_sent_event(sse: dict[str, Any]) -> ServerSentEvent:
     )
 
 
+def stream_end() -> ServerSentEvent:
+    """What follows a stream's terminal event: the Open Responses specification ends a
+    stream with a literal `data: [DONE]` (the SDKs stop reading at it)."""
+    return ServerSentEvent(data="[DONE]")
+
+
+# Applied to each SSE event and to the Response before they go out: adds what only the API
+# process can (api/encrypted_content.py seals reasoning items).
+Outgoing = Callable[[dict[str, Any]], dict[str, Any]]
+
+
 async def sse_stream(
     events: LogFollower, journal: Journal, admission: Admission, response_id: str,
     cancel_on_disconnect: bool = True, timer: ResponseTimer | None = None,
-    drain: Drain | None = None,
+    drain: Drain | None = None, outgoing: Outgoing | None = None,
 ) -> AsyncIterator[ServerSentEvent]:
     state = ResponseFold()
     drain = drain or Drain(0)
@@ -280,7 +306,9 @@ async def sse_stream(
         with drain.track():
             async for batch in fold_events(events, state, journal, timer=timer):
                 for sse in batch:
-                    yield server_sent_event(sse)
+                    yield server_sent_event(outgoing(sse) if outgoing else sse)
+                    if sse["type"] in TERMINAL_SSE_TYPES:
+                        yield stream_end()
                 if drain.cut.is_set() and not state.done:
                     cut = True
                     notice = cut_notice(state, response_id)
@@ -315,6 +343,7 @@ def cut_notice_after(last: int, response_id: str) -> dict[str, Any]:
 async def json_reply(
     request: Request, events: LogFollower, journal: Journal, admission: Admission, response_id: str,
     timer: ResponseTimer | None = None, drain: Drain | None = None,
+    outgoing: Outgoing | None = None,
 ) -> JSONResponse:
     state = ResponseFold()
     drain = drain or Drain(0)
@@ -338,4 +367,4 @@ async def json_reply(
     if response["status"] == "failed" and status is not None and not response["output"]:
         last = next(e for e in reversed(state.sse_events) if e["type"] == "error")
         raise APIError(status, error["message"], param=last.get("param"), code=error["code"])
-    return JSONResponse(response)
+    return JSONResponse(outgoing(response) if outgoing else response)

@@ -17,8 +17,9 @@ from api.drain import Drain
 from api.errors import APIError, response_not_found
 from api.normalize import LOGPROBS_INCLUDE
 from api.request_model import INCLUDABLE
-from api.routes.responses import cut_notice_after
+from api.routes.responses import cut_notice_after, stream_end
 from api.store_access import require_store_for_id
+from events import TERMINAL_SSE_TYPES
 from store import Store, StoredResponse
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -111,6 +112,9 @@ async def replay(
                 last = sse["sequence_number"]
                 yield ServerSentEvent(data=json.dumps(sse, separators=(",", ":")),
                                       event=sse["type"], id=str(last))
+                if sse["type"] in TERMINAL_SSE_TYPES:
+                    yield stream_end()
+                    return
     finally:
         cut.cancel()
         close = getattr(follow, "aclose", None)

@@ -110,7 +110,8 @@ function parseEvent(block) {
     if (field === "event") type = value;
     else if (field === "data") data.push(value);
   }
-  if (!data.length) return null;
+  // A stream ends with `data: [DONE]` after its terminal event.
+  if (!data.length || data.join("\n") === "[DONE]") return null;
   return { type, data: JSON.parse(data.join("\n")) };
 }
 

@@ -1,12 +1,14 @@
-"""`spate serve` starts its worker with one core left to the API and NATS, and with
---store a redis-server for the response store."""
+"""`spate serve` starts its worker with one core left to the API and NATS, with --store a
+redis-server for the response store, and keeps a key file for sealed reasoning."""
 
 import argparse
 from pathlib import Path
 
 import redis
 
-from cli.main import _parser, serve_store, serve_worker_command
+from api.encrypted_content import ContentKeys, new_key
+from api.settings import ApiSettings
+from cli.main import _parser, serve_key_file, serve_store, serve_worker_command
 from cli.settings import CliSettings
 from workers.settings import WorkerSettings
 
@@ -96,3 +98,21 @@ def test_weights_setting_reaches_the_worker() -> None:
     assert "--weights" not in worker_command([], cpus=2)
     parsed = _parser().parse_args(["worker", "--weights", "bf16"])
     assert parsed.weights == "bf16"
+
+
+def test_serve_makes_a_key_file_once_and_keeps_it(tmp_path: Path) -> None:
+    path = tmp_path / ".spate" / "encryption.key"
+    made = serve_key_file(ApiSettings(encryption_keys=""), str(path))
+    assert made == str(path.resolve())
+    assert path.stat().st_mode & 0o777 == 0o600
+    key = path.read_text()
+    assert ContentKeys.configured("", made).enabled
+    assert serve_key_file(ApiSettings(encryption_keys=""), str(path)) == made
+    assert path.read_text() == key  # a restart opens what the last run sealed
+
+
+def test_configured_keys_make_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "encryption.key"
+    assert serve_key_file(ApiSettings(encryption_keys=new_key()), str(path)) is None
+    assert serve_key_file(ApiSettings(encryption_keys="", encryption_key_file="/k"), str(path)) is None
+    assert not path.exists()

@@ -48,7 +48,7 @@ def stream(base_url: str, body: dict[str, Any], events: list[dict[str, Any]],
     with httpx.stream("POST", f"{base_url}/v1/responses", json={**body, "stream": True},
                       timeout=300) as reply:
         for line in reply.iter_lines():
-            if line.startswith("data:"):
+            if line.startswith("data: {"):
                 events.append(json.loads(line[5:]))
                 if events[-1]["type"] == "response.output_text.delta":
                     started.set()
@@ -137,7 +137,7 @@ def test_sigterm_cuts_a_resumed_stream_resumably(stack: Stack) -> None:
                        "?stream=true&starting_after=0")
                 with httpx.stream("GET", url, timeout=300) as reply:
                     for line in reply.iter_lines():
-                        if line.startswith("data:"):
+                        if line.startswith("data: {"):
                             events.append(json.loads(line[5:]))
                             if events[-1]["type"] == "response.output_text.delta":
                                 started.set()
@@ -166,7 +166,7 @@ def test_sigterm_cuts_a_resumed_stream_resumably(stack: Stack) -> None:
                    f"?stream=true&starting_after={last_sent}")
             with httpx.stream("GET", url, timeout=60) as reply:
                 for line in reply.iter_lines():
-                    if line.startswith("data:"):
+                    if line.startswith("data: {"):
                         assert json.loads(line[5:])["sequence_number"] == last_sent + 1
                         break
             cancel(stack, response_id)  # free the shared worker

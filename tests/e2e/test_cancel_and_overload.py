@@ -24,7 +24,7 @@ def test_client_disconnect_cancels_the_response(stack: Stack) -> None:
     with httpx.stream("POST", f"{stack.base_url}/v1/responses", json=LONG, timeout=120) as reply:
         deltas = 0
         for line in reply.iter_lines():
-            if line.startswith("data:"):
+            if line.startswith("data: {"):
                 event = json.loads(line[5:])
                 response_id = response_id or event.get("response", {}).get("id")
                 deltas += event["type"] == "response.output_text.delta"

@@ -131,7 +131,7 @@ def test_logprobs_on_every_delta(stack: Stack) -> None:
     deltas = []
     with httpx.stream("POST", f"{stack.base_url}/v1/responses", json=body, timeout=300) as reply:
         for line in reply.iter_lines():
-            if line.startswith("data:"):
+            if line.startswith("data: {"):
                 event = json.loads(line[5:])
                 if event["type"] == "response.output_text.delta":
                     deltas.append(event)

@@ -72,12 +72,12 @@ def test_a_stream_whose_last_worker_dies_ends_with_worker_lost(stack: Stack) -> 
         with httpx.stream("POST", f"{stack.base_url}/v1/responses", json=body, timeout=120) as reply:
             lines = reply.iter_lines()
             for line in lines:
-                if line.startswith("data:") and '"response.output_text.delta"' in line:
+                if line.startswith("data: {") and '"response.output_text.delta"' in line:
                     break
             orphan.kill()  # the only worker of this model: nobody can continue it
             killed = time.monotonic()
             for line in lines:
-                if line.startswith("data:"):
+                if line.startswith("data: {"):
                     events.append(json.loads(line[5:]))
         waited = time.monotonic() - killed
     finally:

@@ -49,7 +49,7 @@ def stream(base_url: str, index: int, events: list[dict[str, Any]], started: thr
             "temperature": 0, "max_output_tokens": TOKENS, "stream": True}
     with httpx.stream("POST", f"{base_url}/v1/responses", json=body, timeout=300) as reply:
         for line in reply.iter_lines():
-            if line.startswith("data:"):
+            if line.startswith("data: {"):
                 events.append(json.loads(line[5:]))
                 if events[-1]["type"] == "response.output_text.delta":
                     started.set()

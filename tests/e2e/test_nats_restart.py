@@ -29,7 +29,7 @@ def streamed_text(base_url: str) -> str:
     with httpx.stream("POST", f"{base_url}/v1/responses",
                       json={**BODY, "stream": True, "cache_salt": "first"}, timeout=300) as reply:
         for line in reply.iter_lines():
-            if line.startswith("data:"):
+            if line.startswith("data: {"):
                 event = json.loads(line[5:])
                 if event["type"] == "response.output_text.delta":
                     deltas.append(event["delta"])
@@ -53,7 +53,7 @@ def test_an_open_stream_rides_through_a_nats_restart() -> None:
                           timeout=300) as reply:
             lines = reply.iter_lines()
             for line in lines:
-                if line.startswith("data:"):
+                if line.startswith("data: {"):
                     events.append(json.loads(line[5:]))
                     if sum(e["type"] == "response.output_text.delta" for e in events) == 10:
                         break
@@ -63,7 +63,7 @@ def test_an_open_stream_rides_through_a_nats_restart() -> None:
             restarted = time.monotonic()
             arrivals = [restarted]
             for line in lines:
-                if line.startswith("data:"):
+                if line.startswith("data: {"):
                     arrivals.append(time.monotonic())
                     events.append(json.loads(line[5:]))
         assert [e["sequence_number"] for e in events] == list(range(len(events)))
@@ -103,7 +103,7 @@ def test_streams_consumers_and_buckets_come_back_when_nats_restarts_empty() -> N
                           timeout=300) as reply:
             lines = reply.iter_lines()
             for line in lines:
-                if line.startswith("data:"):
+                if line.startswith("data: {"):
                     events.append(json.loads(line[5:]))
                     if sum(e["type"] == "response.output_text.delta" for e in events) == 10:
                         break
@@ -111,7 +111,7 @@ def test_streams_consumers_and_buckets_come_back_when_nats_restarts_empty() -> N
             server = EmbeddedNats(port=server.port).start()
             restarted = time.monotonic()
             for line in lines:
-                if line.startswith("data:"):
+                if line.startswith("data: {"):
                     events.append(json.loads(line[5:]))
         ended = time.monotonic() - restarted
         print(f"the open stream ended {ended:.2f} s after NATS came back empty: {events[-1]['type']}")

@@ -136,7 +136,7 @@ def test_a_dropped_stream_resumes_on_another_replica(replicas: list[str]) -> Non
     with httpx.stream("POST", f"{replicas[0]}/v1/responses", json=body, headers=headers,
                       timeout=120) as reply:
         for line in reply.iter_lines():
-            if line.startswith("data:"):
+            if line.startswith("data: {"):
                 first.append(json.loads(line[5:]))
                 if len(first) == 6:
                     break
@@ -146,7 +146,7 @@ def test_a_dropped_stream_resumes_on_another_replica(replicas: list[str]) -> Non
     with httpx.stream("GET", url, headers=headers, timeout=120) as reply:
         assert reply.status_code == 200
         for line in reply.iter_lines():
-            if line.startswith("data:"):
+            if line.startswith("data: {"):
                 rest.append(json.loads(line[5:]))
     events = first + rest
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
@@ -194,7 +194,7 @@ def test_a_stream_resumes_after_its_replica_is_killed(
         with httpx.stream("POST", f"{doomed_url}/v1/responses", json=body, headers=headers,
                           timeout=120) as reply:
             for line in reply.iter_lines():
-                if line.startswith("data:"):
+                if line.startswith("data: {"):
                     first.append(json.loads(line[5:]))
                     if len(first) == 6:
                         doomed.kill()  # the replica dies mid-stream, with no goodbye
@@ -210,7 +210,7 @@ def test_a_stream_resumes_after_its_replica_is_killed(
     with httpx.stream("GET", url, headers={**headers, "Last-Event-ID": str(last)},
                       timeout=120) as reply:
         for line in reply.iter_lines():
-            if line.startswith("data:"):
+            if line.startswith("data: {"):
                 rest.append(json.loads(line[5:]))
     events = first + rest
     assert [e["sequence_number"] for e in events] == list(range(len(events)))

@@ -66,7 +66,7 @@ def store_api(stack: Stack, redis_server: RestartableRedis) -> Iterator[str]:
 
 def stream_events(reply: httpx.Response) -> Iterator[dict]:
     for line in reply.iter_lines():
-        if line.startswith("data:"):
+        if line.startswith("data: {"):
             yield json.loads(line[5:])
 
 

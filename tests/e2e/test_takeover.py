@@ -85,7 +85,7 @@ def test_a_worker_frozen_past_the_ack_wait_is_fenced_out(fast_stack: Stack) -> N
                           timeout=300) as reply:
             lines = reply.iter_lines()
             for line in lines:
-                if line.startswith("data:"):
+                if line.startswith("data: {"):
                     events.append(json.loads(line[5:]))
                     if sum(e["type"] == "response.output_text.delta" for e in events) == 5:
                         break
@@ -102,7 +102,7 @@ def test_a_worker_frozen_past_the_ack_wait_is_fenced_out(fast_stack: Stack) -> N
             print(f"taken over {time.monotonic() - frozen:.1f} s after the freeze "
                   f"(ack wait {ACK_WAIT_S} s)")
             for line in lines:
-                if line.startswith("data:"):
+                if line.startswith("data: {"):
                     events.append(json.loads(line[5:]))
         log = read_log(fast_stack, response_id)
         assert [event.seq for event in log] == list(range(len(log)))

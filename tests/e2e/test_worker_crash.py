@@ -56,7 +56,7 @@ def test_stream_survives_a_worker_kill(stack: Stack) -> None:
             lines = reply.iter_lines()
             for line in lines:
                 raw.append(line)
-                if line.startswith("data:"):
+                if line.startswith("data: {"):
                     events.append(json.loads(line[5:]))
                     deltas = sum(e["type"] == "response.output_text.delta" for e in events)
                     if deltas == 10:
@@ -67,7 +67,7 @@ def test_stream_survives_a_worker_kill(stack: Stack) -> None:
             (survivor,) = (process for name, process in workers.items() if name != holder)
             for line in lines:
                 raw.append(line)
-                if line.startswith("data:"):
+                if line.startswith("data: {"):
                     events.append(json.loads(line[5:]))
         assert [e["sequence_number"] for e in events] == list(range(len(events)))
         assert events[-1]["type"] == "response.incomplete", events[-1]

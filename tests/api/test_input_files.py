@@ -1,0 +1,87 @@
+"""input_file parts become text (PDFs through pypdf, text as it is) within a size bound;
+input_image parts are refused by a text-only model."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from api.errors import APIError
+from api.input_files import file_text, inline_file, refuse_images, with_file_text
+from api.input_items import InputFilePart
+from api.request_model import ResponsesRequest
+from events import ModelCard
+from tests.pdf_file import pdf_with_text
+
+LIMIT = 64 * 1024
+
+
+def part(**fields: object) -> InputFilePart:
+    return InputFilePart.model_validate({"type": "input_file", **fields})
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_a_pdf_becomes_its_text() -> None:
+    pdf = pdf_with_text("The launch code is 4417.")
+    for given in (part(file_data=b64(pdf), filename="notes.pdf"),
+                  part(file_data=f"data:application/pdf;base64,{b64(pdf)}"),
+                  part(file_url=f"data:application/pdf;base64,{b64(pdf)}")):
+        assert file_text(inline_file(given, LIMIT)) == "The launch code is 4417."
+
+
+def test_text_and_markdown_as_they_are() -> None:
+    markdown = "# Title\n\n* café, naïve\n"
+    assert file_text(inline_file(part(file_data=b64(markdown.encode()), filename="a.md"), LIMIT)) == markdown
+    plain = part(file_data=f"data:text/plain;base64,{b64(b'plain')}")
+    assert file_text(inline_file(plain, LIMIT)) == "plain"
+
+
+@pytest.mark.parametrize(("given", "why"), [
+    (part(file_id="file-123"), "no file store"),
+    (part(file_url="https://example.com/a.pdf"), "fetches no URLs"),
+    (part(filename="a.txt"), "no file_data"),
+    (part(file_data="not base64!", filename="a.txt"), "not valid base64"),
+    (part(file_data=b64(b"x" * (LIMIT + 1)), filename="a.txt"), "larger than"),
+    (part(file_data=b64(b"\xff\xfe\x00binary"), filename="a.txt"), "not UTF-8"),
+    (part(file_data=b64(b"PK\x03\x04"), filename="a.docx"), "not one spate reads"),
+    (part(file_data=b64(b"%PDF-1.4 broken"), filename="a.pdf"), "PDF"),
+])
+def test_what_cannot_be_read_says_why(given: InputFilePart, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        file_text(inline_file(given, LIMIT))
+
+
+def request_with(*parts: dict[str, object]) -> ResponsesRequest:
+    return ResponsesRequest.model_validate({"model": "m", "input": [
+        {"role": "user", "content": "first"},
+        {"role": "user", "content": [{"type": "input_text", "text": "Read:"}, *parts]}]})
+
+
+async def test_the_part_is_replaced_by_the_framed_text() -> None:
+    pdf = b64(pdf_with_text("Quarterly numbers"))
+    request = await with_file_text(request_with(
+        {"type": "input_file", "filename": "q3.pdf", "file_data": pdf}), LIMIT)
+    message = request.input[1]
+    assert message.text() == 'Read:<file name="q3.pdf">\nQuarterly numbers\n</file>\n'  # type: ignore[union-attr]
+
+
+async def test_an_unreadable_file_is_a_400_naming_the_part() -> None:
+    with pytest.raises(APIError) as refused:
+        await with_file_text(request_with({"type": "input_file", "file_id": "file-1"}), LIMIT)
+    assert refused.value.status == 400
+    assert refused.value.param == "input[1].content[1]"
+
+
+def test_a_text_only_model_refuses_images_by_name() -> None:
+    request = request_with({"type": "input_image", "image_url": "data:image/png;base64,AAAA",
+                            "detail": "auto"})
+    text_only = ModelCard(name="m", context_length=8)
+    with pytest.raises(APIError) as refused:
+        refuse_images(request, text_only)
+    assert refused.value.param == "input[1].content[1]"
+    assert "takes no images" in refused.value.message
+    refuse_images(request, ModelCard(name="m", context_length=8, input_modalities=("text", "image")))
