@@ -7,13 +7,15 @@ from typing import Any, Literal
 
 from api.request_model import ResponsesRequest
 from api.text_format import JSONObjectFormat, JSONSchemaFormat
-from api.tool_models import AllowedTools, FunctionChoice, NamespaceTool
+from api.tool_models import AllowedTools, FunctionChoice, NamespaceTool, ServerTool
 from events import AnswerConstraint, ToolDefinition
 
 
 def tool_definitions(request: ResponsesRequest) -> tuple[ToolDefinition, ...]:
     definitions: list[ToolDefinition] = []
     for index, tool in enumerate(request.tools or []):
+        if isinstance(tool, ServerTool):
+            continue  # never offered: api/tool_policy.py
         if isinstance(tool, NamespaceTool):
             definitions.extend(
                 ToolDefinition(
@@ -44,12 +46,13 @@ def tool_choice_of(request: ResponsesRequest) -> tuple[ToolMode, tuple[str, ...]
     """(mode, allowed names): a named function is `required` with only its name allowed;
     None allows every tool. Without tools the mode is `none` whatever was asked."""
     choice = request.tool_choice
-    if not request.tools or choice == "none":
+    if not tool_definitions(request) or choice == "none":
         return "none", None
     if isinstance(choice, FunctionChoice):
         return "required", (choice.name,)
     if isinstance(choice, AllowedTools):
-        return choice.mode, tuple(dict.fromkeys(entry.name for entry in choice.tools))
+        names = [entry.name for entry in choice.tools if isinstance(entry, FunctionChoice)]
+        return choice.mode, tuple(dict.fromkeys(names))
     return choice or "auto", None
 
 
@@ -74,11 +77,26 @@ def answer_constraint_of(request: ResponsesRequest) -> AnswerConstraint | None:
 
 
 def tools_echo(request: ResponsesRequest) -> dict[str, Any]:
-    """`tools` and `tool_choice` as the Response repeats them: as the client sent them."""
+    """`tools` and `tool_choice` as the Response repeats them: as the client sent them,
+    with a function's `parameters` and `strict` always present (the SDK's and the Open
+    Responses schema's Response require both). `strict` left out is echoed true: every
+    call's arguments are held to the schema by constrained decoding."""
     echo: dict[str, Any] = {}
     if request.tools is not None:
-        echo["tools"] = [tool.model_dump(exclude_unset=True) for tool in request.tools]
+        echo["tools"] = [_tool_echo(tool.model_dump(exclude_unset=True)) for tool in request.tools]
     if request.tool_choice is not None:
         choice = request.tool_choice
         echo["tool_choice"] = choice if isinstance(choice, str) else choice.model_dump()
     return echo
+
+
+def _tool_echo(tool: dict[str, Any]) -> dict[str, Any]:
+    if tool.get("type") == "function":
+        return {"parameters": None, **tool, "strict": _unset_true(tool.get("strict"))}
+    if tool.get("type") == "namespace":
+        return {**tool, "tools": [_tool_echo(inner) for inner in tool["tools"]]}
+    return tool
+
+
+def _unset_true(value: bool | None) -> bool:
+    return True if value is None else value

@@ -27,6 +27,7 @@ from events.request_settings import (
 class Treatment(str, Enum):
     HONORED = "honored"
     ECHOED = "echoed"
+    NO_OP = "accepted no-op"
     REJECTED = "rejected (400)"
     NEEDS_STORE = "needs the store (400 until enabled)"
 
@@ -46,7 +47,7 @@ FIELDS: dict[str, tuple[Treatment, str]] = {
     "seed": (Treatment.HONORED, "int64 ([-2^63, 2^63-1]); the same seed gives the same tokens"),
     "stop": (Treatment.HONORED, "a string or a list of non-empty strings; removed from the text"),
     "thinking_token_budget": (Treatment.HONORED, f"-1 or absent: unlimited; 0..{MAX_THINKING_TOKEN_BUDGET}: at most N thinking tokens"),
-    "reasoning": (Treatment.HONORED, "effort 'none' turns thinking off, other values on; summary and generate_summary are accepted, and no summary is written (reasoning items carry summary [] and the whole reasoning in content); echoed"),
+    "reasoning": (Treatment.HONORED, "effort 'none' turns thinking off, other values on; summary and generate_summary are accepted, and no summary is written (reasoning items carry summary [] and the whole reasoning in content); context is a no-op (every reasoning item sent back is rendered); mode is a no-op (a served model has one mode); echoed"),
     "chat_template_kwargs": (Treatment.HONORED, "merged over the model's defaults"),
     "metadata": (Treatment.ECHOED, "at most 16 string pairs"),
     "user": (Treatment.ECHOED, ""),
@@ -68,7 +69,7 @@ FIELDS.update({
     "include_stop_str_in_output": (Treatment.HONORED, "keep the matched stop string in the text"),
     "logit_bias": (Treatment.HONORED, f"at most {MAX_TOKEN_ID_ENTRIES} integer token ids, each 0..{MAX_TOKEN_ID}; finite values clamped to [-{LOGIT_BIAS_LIMIT:g}, {LOGIT_BIAS_LIMIT:g}]"),
     "include_reasoning": (Treatment.HONORED, "false leaves the reasoning item out of output; usage still counts it"),
-    "include": (Treatment.HONORED, "message.output_text.logprobs gives logprobs on message text (function-call tokens have none); reasoning.encrypted_content seals each reasoning item's text into encrypted_content (SPATE_ENCRYPTION_KEYS; with no key nothing is sealed and a warning is logged)"),
+    "include": (Treatment.HONORED, "message.output_text.logprobs gives logprobs on message text (function-call tokens have none); reasoning.encrypted_content seals each reasoning item's text into encrypted_content (SPATE_ENCRYPTION_KEYS; with no key nothing is sealed and a warning is logged); the includes for server-side tool calls and image inputs (file_search_call.results, web_search_call.results, web_search_call.action.sources, message.input_image.image_url, computer_call_output.output.image_url, code_interpreter_call.outputs) are accepted no-ops: no such item is ever in the output"),
     "top_logprobs": (Treatment.HONORED, f"0..{MAX_TOP_LOGPROBS} alternatives per token, with include message.output_text.logprobs; echoed"),
     "truncation": (Treatment.HONORED, "auto drops the oldest turns to fit; disabled (default) fails a long input on input; echoed"),
     "request_id": (Treatment.HONORED, "becomes the response id: ASCII letters, digits, `_` and `-`, at most 200; one namespace across keys: an id any response has (or a concurrent request claims first) is a 409"),
@@ -81,23 +82,29 @@ FIELDS.update({
     "vllm_xargs": (Treatment.HONORED, "carried on the request event"),
     "max_tool_calls": (Treatment.ECHOED, f"1..{MAX_TOOL_CALLS}"),
     "parallel_tool_calls": (Treatment.HONORED, "false: at most one function call per response; echoed"),
-    "service_tier": (Treatment.ECHOED, ""),
-    "prompt_cache_key": (Treatment.ECHOED, ""),
-    "prompt_cache_options": (Treatment.ECHOED, ""),
-    "prompt_cache_retention": (Treatment.ECHOED, ""),
-    "safety_identifier": (Treatment.ECHOED, ""),
+    "service_tier": (Treatment.ECHOED, "every tier is served by the same queue"),
+    "prompt_cache_key": (Treatment.HONORED, "at most 1024 characters; carried on the request event, where consumers and routing read it; prefix reuse itself is scoped by the owner and cache_salt; echoed"),
+    "prompt_cache_options": (Treatment.ECHOED, "mode, ttl and comparison_response_id are no-ops (the prefix cache is implicit and kept while KV memory allows); prewarm true is a 400 (it would generate nothing, and served as a request it would generate)"),
+    "prompt_cache_retention": (Treatment.ECHOED, "no-op: the prefix cache lives in the worker's KV memory for as long as it fits"),
+    "safety_identifier": (Treatment.ECHOED, "at most 128 characters"),
+    "client_metadata": (Treatment.HONORED, "at most 16 string pairs (keys up to 64, values up to 4096 characters); carried on the request event, for consumers and logs; not echoed"),
+    "access_programs": (Treatment.NO_OP, "cyber 'standard' (every model runs as Standard; the Response's access_programs stays null, the Standard fallback); the Daybreak programs: 400"),
+    "background_options": (Treatment.NO_OP, "a background response starts at once, which meets every completion_window; 2h and 8h need background true and stream false (else 400); continuation_id is accepted"),
+    "image": (Treatment.NO_OP, "context_compression: image options, and the served models take no images"),
+    "stream_options": (Treatment.NO_OP, "include_obfuscation: delta events carry no obfuscation padding either way (serve spate behind TLS you control)"),
 })
 
 FIELDS.update({
-    "tools": (Treatment.HONORED, "function and namespace tools (a namespace's functions are called as namespace.name); built-in tool types: 400 naming the type; echoed"),
-    "tool_choice": (Treatment.HONORED, "none, auto, required, a named function or allowed_tools; calls are shaped by constrained decoding, and required or named ones forced; echoed"),
+    "tools": (Treatment.HONORED, "function and namespace tools (a namespace's functions are called as namespace.name), offered to the model; tools that run on the server's side (web_search, web_search_preview, file_search, code_interpreter, image_generation, mcp, computer, computer_use_preview, tool_search, programmatic_tool_calling) are never offered: echoed as declared (SPATE_SERVER_TOOLS=omit, the default) or a 400 naming the tool (SPATE_SERVER_TOOLS=reject); other types: 400 naming the type; echoed, a function's parameters and strict always present"),
+    "tool_choice": (Treatment.HONORED, "none, auto, required, a named function or allowed_tools (entries naming server-side tools allow nothing callable); calls are shaped by constrained decoding, and required or named ones forced; forcing a server-side tool: 400; echoed"),
     "structured_outputs": (Treatment.HONORED, "exactly one of json (a schema), regex, choice, grammar (EBNF); not together with a JSON text.format"),
 })
 
 # Fields a text-only server without prompt templates cannot honor.
 for _name in ("prompt", "previous_input_messages", "media_io_kwargs", "mm_processor_kwargs",
-              "watermarking", "context_management", "stream_options"):
+              "watermarking", "context_management"):
     FIELDS[_name] = (Treatment.REJECTED, "not supported: text-only server without prompt templates")
+FIELDS["moderation"] = (Treatment.REJECTED, "not supported: spate runs no moderation model, and a response served without the asked-for moderation would pass as moderated")
 
 # The value that leaves a refused field's feature off, where it is not null. Clients send
 # fields at their defaults (`background: false`, `previous_response_id: null`), and asking

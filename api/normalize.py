@@ -57,7 +57,10 @@ def echo_of(request: ResponsesRequest) -> dict[str, Any]:
         name: getattr(request, name) for name in ECHOED if getattr(request, name) is not None
     }
     if request.reasoning is not None:
-        echo["reasoning"] = request.reasoning.model_dump()
+        # effort and summary always (the Response's Reasoning shape), the rest when set.
+        reasoning = request.reasoning
+        echo["reasoning"] = {"effort": reasoning.effort, "summary": reasoning.summary,
+                             **reasoning.model_dump(exclude_none=True)}
     if request.prompt_cache_options is not None:
         echo["prompt_cache_options"] = request.prompt_cache_options.model_dump(exclude_none=True)
     if request.text is not None:
@@ -95,6 +98,8 @@ def accept(
         kv_transfer_params=request.kv_transfer_params,
         ec_transfer_params=request.ec_transfer_params,
         vllm_xargs=request.vllm_xargs,
+        client_metadata=request.client_metadata,
+        prompt_cache_key=request.prompt_cache_key,
         tools=tool_definitions(request),
         tool_choice=tool_choice,
         allowed_tool_names=allowed_tool_names,

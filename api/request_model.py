@@ -9,6 +9,13 @@ from pydantic import Field, field_validator, model_validator
 from api.fields import FIELDS, rejection_message
 from api.input_items import REQUEST_ITEM_TAGS, RequestInputItem, refuse_unknown_item_types
 from api.model_base import FieldRejected, StrictModel
+from api.request_options import (
+    AccessPrograms,
+    BackgroundOptions,
+    ImageOptions,
+    StreamOptions,
+    client_metadata_limits,
+)
 from api.text_format import StructuredOutputs, TextConfig
 from api.tool_models import (
     Tool,
@@ -39,15 +46,28 @@ __all__ = ["FieldRejected", "ResponsesRequest"]
 
 
 class ReasoningConfig(StrictModel):
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
     generate_summary: Literal["auto", "concise", "detailed"] | None = None
+    # Which earlier reasoning items the template sees, and the execution mode: the
+    # reasoning items a client sends are all rendered, and a served model has one mode.
+    context: Literal["auto", "current_turn", "all_turns"] | None = None
+    mode: str | None = None
 
 
 class PromptCacheOptions(StrictModel):
     mode: Literal["implicit", "explicit"] | None = None
     ttl: Literal["30m", "12h"] | None = None
     comparison_response_id: str | None = None
+    prewarm: bool | None = None
+
+    @field_validator("prewarm")
+    @classmethod
+    def _no_prewarm(cls, value: bool | None) -> bool | None:
+        # A prewarm generates nothing; served as a normal request it would generate.
+        if value:
+            raise ValueError("prewarming the prompt cache without generating is not supported")
+        return value
 
 
 class ConversationRef(StrictModel):
@@ -55,6 +75,14 @@ class ConversationRef(StrictModel):
 
 
 INCLUDABLE = ("message.output_text.logprobs", "reasoning.encrypted_content")
+# What the official SDK may ask to include for items of tools that run on OpenAI's side
+# (search results, code outputs, screenshots) or for image inputs: spate's output never
+# holds such items, so asking for their details adds nothing and is no error.
+INCLUDABLE_ABSENT = (
+    "file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
+    "message.input_image.image_url", "computer_call_output.output.image_url",
+    "code_interpreter_call.outputs",
+)
 
 
 class ResponsesRequest(StrictModel):
@@ -103,11 +131,16 @@ class ResponsesRequest(StrictModel):
     vllm_xargs: dict[str, Any] | None = None
     max_tool_calls: int | None = Field(default=None, ge=1, le=MAX_TOOL_CALLS)
     parallel_tool_calls: bool | None = None
-    service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
-    prompt_cache_key: str | None = None
+    service_tier: Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None = None
+    prompt_cache_key: str | None = Field(default=None, max_length=1024)
     prompt_cache_options: PromptCacheOptions | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
-    safety_identifier: str | None = None
+    safety_identifier: str | None = Field(default=None, max_length=128)
+    client_metadata: dict[str, str] | None = None
+    access_programs: AccessPrograms | None = None
+    background_options: BackgroundOptions | None = None
+    image: ImageOptions | None = None
+    stream_options: StreamOptions | None = None
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     structured_outputs: StructuredOutputs | None = None
@@ -133,6 +166,19 @@ class ResponsesRequest(StrictModel):
         return {name: value for name, value in body.items() if name in cls.model_fields}
 
     @model_validator(mode="after")
+    def _background_window(self) -> ResponsesRequest:
+        options = self.background_options
+        if options is not None and options.completion_window in ("2h", "8h") and (
+            not self.background or self.stream
+        ):
+            raise FieldRejected(
+                "background_options.completion_window",
+                f"The '{options.completion_window}' completion window needs background "
+                "true and stream false.",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _consistent_answer_rules(self) -> ResponsesRequest:
         check_tool_choice(self.tool_choice, callable_names(self.tools or []))
         if self.structured_outputs is not None and self.text is not None and self.text.wants_json:
@@ -153,8 +199,9 @@ class ResponsesRequest(StrictModel):
     @classmethod
     def _include(cls, value: list[str] | None) -> list[str] | None:
         for entry in value or []:
-            if entry not in INCLUDABLE:
-                raise ValueError(f"'{entry}' cannot be included; supported: {', '.join(INCLUDABLE)}")
+            if entry not in INCLUDABLE and entry not in INCLUDABLE_ABSENT:
+                raise ValueError(f"'{entry}' cannot be included; supported: "
+                                 f"{', '.join(INCLUDABLE + INCLUDABLE_ABSENT)}")
         return value
 
     @field_validator("request_id")
@@ -165,6 +212,11 @@ class ResponsesRequest(StrictModel):
         if value is not None and not (value.isascii() and all(c.isalnum() or c in "_-" for c in value)):
             raise ValueError("use ASCII letters, digits, '_' and '-' only")
         return value
+
+    @field_validator("client_metadata")
+    @classmethod
+    def _client_metadata_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return client_metadata_limits(value)
 
     @field_validator("metadata")
     @classmethod

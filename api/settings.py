@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from api.tool_policy import ServerToolPolicy
 from events.request_settings import PRIORITY_LIMIT
 from journal import JournalSettings
 from store.base import DEFAULT_TTL_S
@@ -31,6 +32,9 @@ class ApiSettings(JournalSettings):
     # default is 0). At 0 nobody can jump ahead of requests at the default; an operator
     # who trusts its clients lowers it, down to -PRIORITY_LIMIT.
     priority_floor: int = Field(default=0, ge=-PRIORITY_LIMIT, le=0)
+    # Declared tools that run on the server's side (web_search, mcp, ...): "omit" leaves
+    # them out of what the model is offered and echoes them; "reject" answers 400.
+    server_tools: ServerToolPolicy = "omit"
     # The response store (redis://host:port/db); None (or empty) leaves it off.
     store_url: str | None = None
     # Seconds a stored response or conversation lives after its last write.

@@ -1,24 +1,43 @@
 """`tools` and `tool_choice` as spate accepts them: function tools and namespace tools of
-functions. Built-in tools (web search, file search, code interpreter, mcp, ...) are refused
-by name, since spate serves a model, not those services."""
+functions, offered to the model; and the tools that run on the server's side at OpenAI
+(web search, file search, code interpreter, mcp, ...), which spate cannot run: they are
+accepted and echoed but never offered, or refused by name when the operator says so
+(api/tool_policy.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator
 
 from api.model_base import NAME_PATTERN, FieldRejected, StrictModel, tag_by_type
 
-SERVED_TOOL_TYPES = ("function", "namespace")
+# Tools whose work happens on the server's side in OpenAI's API (OpenAI searches the web,
+# runs the code, calls the MCP server): no model served here can be given them.
+ServerToolType = Literal[
+    "web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11",
+    "file_search", "code_interpreter", "image_generation", "mcp", "computer",
+    "computer_use_preview", "computer_use", "tool_search", "programmatic_tool_calling",
+]
+SERVER_TOOL_TYPES: tuple[str, ...] = get_args(ServerToolType)
+SERVED_TOOL_TYPES = ("function", "namespace", *SERVER_TOOL_TYPES)
+Caller = Literal["direct", "programmatic"]
 
 
 class FunctionTool(StrictModel):
+    model_config = ConfigDict(populate_by_name=True)
+
     type: Literal["function"]
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+    # No-ops: every function is called directly, offered up front, and its output is
+    # whatever the client sends back.
+    allowed_callers: list[Caller] | None = None
+    defer_loading: bool | None = None
+    output_schema: dict[str, Any] | None = None
+    async_: bool | None = Field(default=None, alias="async")
 
     @field_validator("parameters")
     @classmethod
@@ -38,9 +57,21 @@ class NamespaceTool(StrictModel):
     tools: list[FunctionTool] = Field(min_length=1)
 
 
+class ServerTool(StrictModel):
+    """A tool that runs on the server's side at OpenAI: its settings are kept as sent, for
+    the echo, and it is never offered to the model."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: ServerToolType
+
+
 Tool = Annotated[
-    Annotated[FunctionTool, Tag("Function")] | Annotated[NamespaceTool, Tag("Namespace")],
-    Discriminator(tag_by_type({"function": "Function", "namespace": "Namespace"})),
+    Annotated[FunctionTool, Tag("Function")]
+    | Annotated[NamespaceTool, Tag("Namespace")]
+    | Annotated[ServerTool, Tag("Server")],
+    Discriminator(tag_by_type({"function": "Function", "namespace": "Namespace",
+                               **dict.fromkeys(SERVER_TOOL_TYPES, "Server")})),
 ]
 
 
@@ -49,10 +80,24 @@ class FunctionChoice(StrictModel):
     name: str = Field(min_length=1)
 
 
+class ServerToolChoice(StrictModel):
+    """An allowed_tools entry naming a server-side tool: allowed, and never callable."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: ServerToolType
+
+
+AllowedTool = Annotated[
+    Annotated[FunctionChoice, Tag("Function")] | Annotated[ServerToolChoice, Tag("Server")],
+    Discriminator(tag_by_type({"function": "Function", **dict.fromkeys(SERVER_TOOL_TYPES, "Server")})),
+]
+
+
 class AllowedTools(StrictModel):
     type: Literal["allowed_tools"]
     mode: Literal["auto", "required"]
-    tools: list[FunctionChoice] = Field(min_length=1)
+    tools: list[AllowedTool] = Field(min_length=1)
 
 
 ToolChoice = (
@@ -75,12 +120,19 @@ def refuse_unserved_tools(tools: Any, tool_choice: Any) -> None:
                 if isinstance(function, dict):
                     _refuse_type(function.get("type"), f"tools[{index}].tools[{inner}].type", ("function",))
     if isinstance(tool_choice, dict):
+        if tool_choice.get("type") in SERVER_TOOL_TYPES:
+            raise FieldRejected(
+                "tool_choice.type",
+                f"tool_choice cannot force the '{tool_choice.get('type')}' tool: it runs on "
+                "the server's side, which this server does not offer the model.",
+            )
         _refuse_type(tool_choice.get("type"), "tool_choice.type", ("function", "allowed_tools"),
                      what="tool_choice type")
         allowed = tool_choice.get("tools") if tool_choice.get("type") == "allowed_tools" else None
         for index, entry in enumerate(allowed if isinstance(allowed, list) else []):
             if isinstance(entry, dict):
-                _refuse_type(entry.get("type"), f"tool_choice.tools[{index}].type", ("function",))
+                _refuse_type(entry.get("type"), f"tool_choice.tools[{index}].type",
+                             ("function", *SERVER_TOOL_TYPES))
 
 
 def _refuse_type(
@@ -94,11 +146,13 @@ def _refuse_type(
         )
 
 
-def callable_names(tools: list[FunctionTool | NamespaceTool]) -> dict[str, str]:
+def callable_names(tools: list[FunctionTool | NamespaceTool | ServerTool]) -> dict[str, str]:
     """Every function the model may call, by the name it writes -> the param naming it.
     Duplicates are a 400 on the later one."""
     names: dict[str, str] = {}
     for index, tool in enumerate(tools):
+        if isinstance(tool, ServerTool):
+            continue
         if isinstance(tool, NamespaceTool):
             entries = [(f"{tool.name}.{function.name}", f"tools[{index}].tools[{inner}].name")
                        for inner, function in enumerate(tool.tools)]
@@ -118,7 +172,12 @@ def check_tool_choice(tool_choice: Any, names: dict[str, str]) -> None:
     if isinstance(tool_choice, FunctionChoice) and tool_choice.name not in names:
         raise FieldRejected("tool_choice.name", f"No function named '{tool_choice.name}' is in 'tools'.")
     if isinstance(tool_choice, AllowedTools):
+        if tool_choice.mode == "required" and not any(
+            isinstance(entry, FunctionChoice) for entry in tool_choice.tools
+        ):
+            raise FieldRejected("tool_choice.tools",
+                                "allowed_tools in 'required' mode needs at least one function.")
         for index, entry in enumerate(tool_choice.tools):
-            if entry.name not in names:
+            if isinstance(entry, FunctionChoice) and entry.name not in names:
                 raise FieldRejected(f"tool_choice.tools[{index}].name",
                                     f"No function named '{entry.name}' is in 'tools'.")

@@ -100,6 +100,10 @@ class RequestAccepted(Event):
     kv_transfer_params: dict[str, Any] | None = None
     ec_transfer_params: dict[str, Any] | None = None
     vllm_xargs: dict[str, Any] | None = None
+    # What the client said about itself (Codex: its window and turn), for consumers and
+    # logs; and its prompt_cache_key, the key of the prefix it means to reuse.
+    client_metadata: dict[str, str] | None = None
+    prompt_cache_key: str | None = None
     # Function calling. `tool_choice` is lowered: a named function is "required" with that
     # one name allowed; `allowed_tool_names` None allows every tool.
     tools: tuple[ToolDefinition, ...] = ()

@@ -91,9 +91,13 @@ ECHO_DEFAULTS: dict[str, Any] = {
     "store": False,
     "background": False,
     "text": {"format": {"type": "text"}},
-    "top_logprobs": None,
+    # The SDK and the Open Responses schema both type it an integer.
+    "top_logprobs": 0,
     "truncation": "disabled",
     "user": None,
+    "safety_identifier": None,
+    "prompt_cache_key": None,
+    "prompt_cache_retention": None,
     "input_messages": None,
     "output_messages": None,
 }
@@ -122,6 +126,8 @@ def response_object(
         "completed_at": int(completed_at) if completed_at is not None else None,
         "temperature": request.sampling.temperature,
         "top_p": request.sampling.top_p,
+        "presence_penalty": request.sampling.presence_penalty,
+        "frequency_penalty": request.sampling.frequency_penalty,
     }
     response.update(ECHO_DEFAULTS)
     response.update(request.echo)

@@ -41,6 +41,7 @@ from api.metrics import ResponseTimer
 from api.normalize import accept
 from api.request_model import ResponsesRequest
 from api.store_access import projector_of, require_store_for_field, store_or_none
+from api.tool_policy import check_server_tools
 from events import (
     TERMINAL_SSE_TYPES,
     GenerationFailed,
@@ -78,6 +79,7 @@ async def create_response(
     traceparent = valid_traceparent(request.headers.get(TRACEPARENT_HEADER))
     body = await read_request(request, settings.max_body_bytes)
     check_priority(body, settings.priority_floor)
+    check_server_tools(body, settings.server_tools)
     body = opened_reasoning(body, content_keys, owner)
     store = stateful_store(request, body)
     body = await resolved_references(store, body, owner)

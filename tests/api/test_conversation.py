@@ -63,7 +63,12 @@ def test_the_response_echoes_tools_choice_and_format_as_sent() -> None:
     text = {"format": {"type": "json_schema", "name": "answer", "strict": True,
                        "schema": {"type": "object"}}}
     event = accepted(tools=[WEATHER], tool_choice="required", text=text)
-    assert event.echo["tools"] == [WEATHER]
+    # `strict` always comes back (the SDK's and Open Responses' shape): true unless sent.
+    assert event.echo["tools"] == [{**WEATHER, "strict": True}]
+    strict_off = accepted(tools=[{**WEATHER, "strict": False}, {"type": "function", "name": "now"}])
+    assert strict_off.echo["tools"] == [{**WEATHER, "strict": False},
+                                        {"type": "function", "name": "now", "parameters": None,
+                                         "strict": True}]
     assert event.echo["tool_choice"] == "required"
     assert event.echo["text"] == text
     assert event.answer_constraint is not None

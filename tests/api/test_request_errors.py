@@ -76,10 +76,9 @@ WEATHER = {"type": "function", "name": "get_weather",
 @pytest.mark.parametrize(
     ("fields", "param", "says"),
     [
-        ({"tools": [{"type": "web_search"}]}, "tools[0].type", "web_search"),
-        ({"tools": [WEATHER, {"type": "code_interpreter", "container": "c"}]}, "tools[1].type",
-         "code_interpreter"),
-        ({"tools": [{"type": "mcp", "server_label": "x"}]}, "tools[0].type", "mcp"),
+        # Server-side tools are accepted (tests/e2e/test_server_tools.py); unknown types are not.
+        ({"tools": [{"type": "teleport"}]}, "tools[0].type", "teleport"),
+        ({"tools": [WEATHER, {"type": "teleport", "to": "Mars"}]}, "tools[1].type", "teleport"),
         ({"tools": [{"type": "namespace", "name": "ns", "description": "d",
                      "tools": [{"type": "custom", "name": "c"}]}]}, "tools[0].tools[0].type", "custom"),
         ({"tools": [WEATHER, WEATHER]}, "tools[1].name", "twice"),

@@ -50,6 +50,9 @@ HONORED: dict[str, tuple[Any, Any]] = {
               lambda e: [t.name for t in e.tools] == ["now"] and e.tool_choice == "auto"),
     "parallel_tool_calls": (False, lambda e: e.parallel_tool_calls is False),
     "structured_outputs": ({"choice": ["a", "b"]}, lambda e: e.answer_constraint.choices == ("a", "b")),
+    "client_metadata": ({"x-codex-window-id": "w:0"},
+                        lambda e: e.client_metadata == {"x-codex-window-id": "w:0"}),
+    "prompt_cache_key": ("thread-1", lambda e: e.prompt_cache_key == "thread-1"),
 }
 
 ECHOED: dict[str, Any] = {
@@ -67,7 +70,7 @@ ECHOED: dict[str, Any] = {
     "truncation": "auto",
     "kv_transfer_params": {"do_remote_decode": False},
     "text": {"format": {"type": "text"}},
-    "reasoning": {"effort": "low", "summary": None, "generate_summary": None},
+    "reasoning": {"effort": "low", "summary": None},
     "temperature": 0.0,
     "top_p": 0.5,
 }
