@@ -41,23 +41,42 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+def body_too_large(max_body_bytes: int) -> APIError:
+    # The rest of the body is never read, so the connection cannot carry another request:
+    # the answer closes it.
+    return APIError(413, f"The request body exceeds {max_body_bytes} bytes.",
+                    code="request_too_large", headers={"Connection": "close"})
+
+
+async def read_bounded(request: Request, max_body_bytes: int) -> bytes:
+    """The raw body, read chunk by chunk and refused (413) as soon as it passes
+    `max_body_bytes`, whether its length was declared or it comes chunked: what a client
+    sends past the bound is never read, let alone held."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
+        raise body_too_large(max_body_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body_bytes:
+                raise body_too_large(max_body_bytes)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # Nobody is left to answer; the status only shows in the access log.
+        raise APIError(400, "The client disconnected before the body was complete.",
+                       code="client_disconnected") from None
+    return b"".join(chunks)
+
+
 async def read_request(request: Request, max_body_bytes: int) -> ResponsesRequest:
     return await read_body(request, ResponsesRequest, max_body_bytes)
 
 
 async def read_body(request: Request, model: type[Body], max_body_bytes: int) -> Body:
     """The body as `model`; a 400 naming the field for anything it refuses, 413 when big."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
-        raise APIError(413, f"The request body exceeds {max_body_bytes} bytes.", code="request_too_large")
-    try:
-        raw = await request.body()
-    except ClientDisconnect:
-        # Nobody is left to answer; the status only shows in the access log.
-        raise APIError(400, "The client disconnected before the body was complete.",
-                       code="client_disconnected") from None
-    if len(raw) > max_body_bytes:
-        raise APIError(413, f"The request body exceeds {max_body_bytes} bytes.", code="request_too_large")
+    raw = await read_bounded(request, max_body_bytes)
     try:
         body = json.loads(raw, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError, RecursionError) as error:

@@ -4,12 +4,33 @@ before uvicorn's own shutdown; a second one stops at once."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from types import FrameType
 from typing import Any
 
 import uvicorn
 
 from api.drain import Drain
+from api.settings import ApiSettings
+
+
+def open_without_keys(settings: ApiSettings) -> str | None:
+    """A warning when the API listens beyond this machine with no API keys: anyone who
+    can reach the port can then spend its GPUs and read every stored response."""
+    if settings.api_key_set or _loopback(settings.host):
+        return None
+    return (f"The API listens on {settings.host}:{settings.port}, beyond this machine, and "
+            "SPATE_API_KEYS is empty: anyone who can reach it can generate, and read or "
+            "delete every stored response. Set SPATE_API_KEYS, or SPATE_HOST=127.0.0.1.")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False
 
 
 class DrainingServer(uvicorn.Server):

@@ -18,9 +18,17 @@ class ApiSettings(JournalSettings):
     port: int = 8000
     # Comma-separated keys; empty means no authentication.
     api_keys: str = ""
+    # A request body past this is a 413, chunked or not, and is not read further.
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     # The largest file an input_file part may carry, decoded (api/input_files.py).
     max_file_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    # The HTTP server's own bounds (api/http_limits.py): connections at once (past it, a
+    # 503 before the app sees the request), seconds a request head may take to arrive,
+    # seconds an idle keep-alive connection is kept, and the size of a request head.
+    http_max_connections: int = Field(default=1024, ge=1)
+    http_head_timeout_s: float = Field(default=10.0, gt=0)
+    http_keep_alive_s: int = Field(default=5, ge=1)
+    http_max_head_bytes: int = Field(default=16 * 1024, ge=1024)
     # Responses this replica may have open at once; past it, 429 with Retry-After.
     max_inflight: int = Field(default=256, ge=1)
     # Keep-alive comment interval on SSE streams while the model is queued or thinking.

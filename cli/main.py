@@ -116,7 +116,8 @@ def run_api(args: argparse.Namespace) -> None:
     import uvicorn
 
     from api.app import create_app
-    from api.server import DrainingServer
+    from api.http_limits import server_options
+    from api.server import DrainingServer, open_without_keys
 
     settings = ApiSettings(**_overrides(args, ["host", "port", "nats_url", "store_url"]))
     logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
@@ -124,8 +125,11 @@ def run_api(args: argparse.Namespace) -> None:
     json_logs = CliSettings().log_format == "json"
     app = create_app(settings)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
-                            timeout_graceful_shutdown=5,
+                            timeout_graceful_shutdown=5, **server_options(settings),
                             log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG)
+    exposed = open_without_keys(settings)
+    if exposed is not None:
+        logging.getLogger("spate.api").warning(exposed)
     DrainingServer(config, app.state.drain).run()
 
 
