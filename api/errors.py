@@ -28,6 +28,17 @@ _TYPE_BY_STATUS = {
     503: "service_unavailable_error",
 }
 
+# Failures that say the request itself was bad, or that nothing could serve it: with no
+# output yet, a plain HTTP client gets them as that status rather than a 200 carrying a
+# failed Response (and a token count refused by a worker gets them too).
+ERROR_STATUS = {
+    "context_length_exceeded": 400,
+    "invalid_prompt": 400,
+    "invalid_value": 400,
+    "model_unavailable": 503,
+    "bus_unavailable": 503,
+}
+
 
 class APIError(Exception):
     def __init__(

@@ -144,7 +144,7 @@ class ResponsesRequest(StrictModel):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     structured_outputs: StructuredOutputs | None = None
-    # Stateful fields: honored with the response store on (api/routes/responses.py).
+    # Stateful fields: honored with the response store on (api/request_event.py).
     background: bool | None = None
     previous_response_id: str | None = Field(default=None, min_length=1)
     conversation: str | ConversationRef | None = None

@@ -8,14 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from api.body import read_request
-from api.context import Context, context_of, resolved_references, with_context
 from api.deps import ContentKeysDep, JournalDep, OwnerDep, SettingsDep, require_api_key
-from api.encrypted_content import opened_reasoning
-from api.errors import APIError
-from api.input_files import refuse_images, with_file_text
-from api.normalize import accept
-from api.routes.responses import ERROR_STATUS, check_model, stateful_store
-from events.ids import new_response_id
+from api.errors import ERROR_STATUS, APIError
+from api.request_event import would_be_event
 from journal import CountRefused
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -26,17 +21,8 @@ async def count_input_tokens(
     request: Request, journal: JournalDep, settings: SettingsDep, owner: OwnerDep,
     content_keys: ContentKeysDep,
 ) -> dict[str, Any]:
-    body = opened_reasoning(await read_request(request, settings.max_body_bytes), content_keys,
-                            owner)
-    store = stateful_store(request, body)
-    body = await resolved_references(store, body, owner)
-    context = await context_of(store, body, owner) if store is not None else Context()
-    card = await check_model(journal, body)
-    refuse_images(body, card)
-    body = await with_file_text(body, settings.max_file_bytes)
-    # The event a create would publish (never published): the worker renders it as it would.
-    event = accept(with_context(body, context), new_response_id(), card.default_sampling,
-                   owner=owner)
+    body = await read_request(request, settings.max_body_bytes)
+    event = await would_be_event(request, journal, settings, body, owner, content_keys)
     try:
         count = await journal.count_input_tokens(event)
     except CountRefused as refused:

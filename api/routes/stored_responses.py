@@ -4,22 +4,17 @@ cancel and list input items. With the store off every id is a 404 that says why.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
-from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.deps import DrainDep, JournalDep, OwnerDep, SettingsDep, require_api_key
-from api.drain import Drain
 from api.errors import APIError, response_not_found
 from api.normalize import LOGPROBS_INCLUDE
 from api.request_model import INCLUDABLE
-from api.routes.responses import cut_notice_after, stream_end
 from api.store_access import require_store_for_id
-from events import TERMINAL_SSE_TYPES
+from api.streaming import resumed_sse_reply
 from store import Store, StoredResponse
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -27,8 +22,6 @@ router = APIRouter(dependencies=[Depends(require_api_key)])
 TERMINAL = ("completed", "incomplete", "failed", "cancelled")
 # How long a cancel waits for the worker to write the cancelled end of the log.
 CANCEL_WAIT_S = 5.0
-# A resumed stream with nothing new for this long ends (keep-alive pings run meanwhile).
-FOLLOW_IDLE_S = 600.0
 
 
 async def stored(store: Store, response_id: str, owner: str) -> StoredResponse:
@@ -77,49 +70,7 @@ async def retrieve(
     after = starting_after
     if after is None and last_event_id is not None and last_event_id.strip().lstrip("-").isdigit():
         after = int(last_event_id)
-    return EventSourceResponse(
-        replay(store, response_id, -1 if after is None else after, drain),
-        ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
-    )
-
-
-async def replay(
-    store: Store, response_id: str, after: int, drain: Drain
-) -> AsyncIterator[ServerSentEvent]:
-    """The stored events after `after`, then the live ones until the terminal event. Any
-    replica can serve it: the projection is shared. A shutdown drains it as it drains a
-    stream being created: past the drain timeout it ends with a notice naming where to
-    resume, while waiting for the next event too."""
-    last = after
-    follow = store.follow_sse(response_id, after, idle_timeout_s=FOLLOW_IDLE_S)
-    cut = asyncio.ensure_future(drain.cut.wait())
-    try:
-        with drain.track():
-            while True:
-                next_event = asyncio.ensure_future(follow.__anext__())
-                await asyncio.wait({next_event, cut}, return_when=asyncio.FIRST_COMPLETED)
-                if not next_event.done():
-                    next_event.cancel()
-                    await asyncio.wait({next_event})
-                    notice = cut_notice_after(last, response_id)
-                    yield ServerSentEvent(data=json.dumps(notice, separators=(",", ":")),
-                                          event="error")
-                    return
-                try:
-                    sse = next_event.result()
-                except (StopAsyncIteration, TimeoutError):
-                    return
-                last = sse["sequence_number"]
-                yield ServerSentEvent(data=json.dumps(sse, separators=(",", ":")),
-                                      event=sse["type"], id=str(last))
-                if sse["type"] in TERMINAL_SSE_TYPES:
-                    yield stream_end()
-                    return
-    finally:
-        cut.cancel()
-        close = getattr(follow, "aclose", None)
-        if close is not None:
-            await close()
+    return resumed_sse_reply(store, response_id, -1 if after is None else after, drain, settings)
 
 
 @router.delete("/v1/responses/{response_id}")

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from api.routes.responses import server_sent_event
+from api.streaming import server_sent_event
 from events import ResponseFold
 from journal import Journal, JournalSettings
 

@@ -1,0 +1,120 @@
+"""From a validated request body to the RequestAccepted event it becomes: the checks that
+need the server (priority floor, server tools, store, model, request id), the earlier
+turns and files it builds on, and the lowering. Every route that takes a Responses
+request builds its event here."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from api.context import Context, context_of, resolved_references, stored_request, with_context
+from api.encrypted_content import ContentKeys, opened_reasoning
+from api.errors import APIError, request_id_taken
+from api.input_files import refuse_images, with_file_text
+from api.normalize import accept
+from api.request_model import ResponsesRequest
+from api.settings import ApiSettings
+from api.store_access import require_store_for_field, store_or_none
+from api.tool_policy import check_server_tools
+from events import ModelCard, RequestAccepted
+from events.ids import new_response_id
+from journal import Journal
+from store import Store
+
+
+async def request_event(
+    request: Request, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    owner: str, content_keys: ContentKeys,
+) -> RequestAccepted:
+    """The event a create publishes: with the store on, as the store projects it."""
+    check_priority(body, settings.priority_floor)
+    check_server_tools(body, settings.server_tools)
+    store, body, context, card = await _prepared(
+        request, journal, settings, body, owner, content_keys)
+    response_id = await response_id_for(store, body)
+    event = accept(with_context(body, context), response_id, card.default_sampling,
+                   owner=owner)
+    if store is not None:
+        event = stored_request(event, body, context)
+    return event
+
+
+async def would_be_event(
+    request: Request, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    owner: str, content_keys: ContentKeys,
+) -> RequestAccepted:
+    """The event a create would publish, never published: a worker renders it as it
+    would (to count its input tokens)."""
+    _, body, context, card = await _prepared(
+        request, journal, settings, body, owner, content_keys)
+    return accept(with_context(body, context), new_response_id(), card.default_sampling,
+                  owner=owner)
+
+
+async def _prepared(
+    request: Request, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    owner: str, content_keys: ContentKeys,
+) -> tuple[Store | None, ResponsesRequest, Context, ModelCard]:
+    """The store the request uses, the body with its sealed reasoning opened, its item
+    references resolved and its files read into text, the earlier turns it builds on,
+    and its model's card."""
+    body = opened_reasoning(body, content_keys, owner)
+    store = stateful_store(request, body)
+    body = await resolved_references(store, body, owner)
+    context = await context_of(store, body, owner) if store is not None else Context()
+    card = await check_model(journal, body)
+    refuse_images(body, card)
+    body = await with_file_text(body, settings.max_file_bytes)
+    return store, body, context, card
+
+
+def check_priority(body: ResponsesRequest, floor: int) -> None:
+    """A 400 for a priority more urgent than this server lets clients ask for."""
+    if body.priority is not None and body.priority < floor:
+        raise APIError(400, f"Invalid value for 'priority': this server allows {floor} "
+                       "at the most urgent (lower runs first; SPATE_PRIORITY_FLOOR).",
+                       param="priority", code="invalid_value")
+
+
+def stateful_store(request: Request, body: ResponsesRequest) -> Store | None:
+    """The store this request uses, or None; a 400 for a stateful field it cannot have."""
+    store = store_or_none(request)
+    wanted = [name for name, value in (
+        ("background", body.background), ("previous_response_id", body.previous_response_id),
+        ("conversation", body.conversation)) if value]
+    if store is None:
+        for name in wanted:
+            require_store_for_field(request, name)
+        return None
+    if body.background and body.store is False:
+        raise APIError(400, "'background' needs 'store' to be true: a background response "
+                       "is read back from the store.", param="background", code="invalid_value")
+    return store
+
+
+async def response_id_for(store: Store | None, body: ResponsesRequest) -> str:
+    """A new response id, or the client's `request_id` unless the store already holds a
+    response by it (one whose log has aged out of NATS); the log itself is claimed
+    atomically when the request is published (a 409 for the loser)."""
+    if body.request_id is None:
+        return new_response_id()
+    if store is not None and await store.get_response(body.request_id) is not None:
+        raise request_id_taken(body.request_id)
+    return body.request_id
+
+
+async def check_model(journal: Journal, body: ResponsesRequest) -> ModelCard:
+    card = await journal.registry.card(body.model)
+    if card is None:
+        raise APIError(404, f"The model '{body.model}' does not exist.", param="model",
+                       code="model_not_found")
+    if body.thinking_token_budget is not None and not card.supports_reasoning:
+        raise APIError(
+            400,
+            f"The model '{body.model}' has no reasoning markers, so 'thinking_token_budget' cannot apply.",
+            param="thinking_token_budget", code="invalid_value",
+        )
+    if not await journal.registry.is_live(body.model):
+        raise APIError(503, f"No worker is serving the model '{body.model}' right now.",
+                       param="model", code="model_unavailable")
+    return card

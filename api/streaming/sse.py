@@ -1,0 +1,129 @@
+"""Server-sent events: a live response and a stored one resumed, framed the one way
+(each event with its sequence number as its id, so a client can resume by
+Last-Event-ID), and a shutdown's cut notice without one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
+
+from api.drain import Drain
+from api.settings import ApiSettings
+from api.streaming.live_response import LiveResponse, cut_notice_after
+from events import TERMINAL_SSE_TYPES
+from store import Store
+
+log = logging.getLogger("spate.api")
+
+# A resumed stream with nothing new for this long ends (keep-alive pings run meanwhile).
+FOLLOW_IDLE_S = 600.0
+
+
+def server_sent_event(sse: dict[str, Any]) -> ServerSentEvent:
+    """One SSE event as it goes on the wire; a replayed log renders through this too."""
+    return ServerSentEvent(
+        data=json.dumps(sse, separators=(",", ":")), event=sse["type"],
+        id=str(sse["sequence_number"]),
+    )
+
+
+def stream_end() -> ServerSentEvent:
+    """What follows a stream's terminal event: the Open Responses specification ends a
+    stream with a literal `data: [DONE]` (the SDKs stop reading at it)."""
+    return ServerSentEvent(data="[DONE]")
+
+
+def cut_event(notice: dict[str, Any]) -> ServerSentEvent:
+    """A cut notice on the wire. No SSE id: a client resuming by Last-Event-ID resumes
+    after the last event of the log it got, not after this notice."""
+    return ServerSentEvent(data=json.dumps(notice, separators=(",", ":")), event="error")
+
+
+class CuttableStream(EventSourceResponse):
+    """An SSE response whose client is cut when it takes no event for `send_timeout`
+    seconds. The cut closes the event generator (its `finally` cancels the generation and
+    frees the slot) and is logged as one line, not as an application error."""
+
+    def __init__(self, response_id: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.response_id = response_id
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            log.warning("cut the stream of %s: its client took no event for %g s",
+                        self.response_id, self.send_timeout)
+
+
+def live_sse_reply(
+    live: LiveResponse, settings: ApiSettings, cancel_on_disconnect: bool
+) -> CuttableStream:
+    """The stream of a response being created; a client that goes before the end
+    cancels it unless `cancel_on_disconnect` is off (a background response)."""
+    return CuttableStream(
+        live.response_id, live_sse(live, cancel_on_disconnect),
+        ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
+    )
+
+
+async def live_sse(live: LiveResponse, cancel_on_disconnect: bool) -> AsyncIterator[ServerSentEvent]:
+    async with live.serving(cancel_unfinished=cancel_on_disconnect):
+        async for sse in live:
+            yield server_sent_event(sse)
+            if sse["type"] in TERMINAL_SSE_TYPES:
+                yield stream_end()
+        if live.cut:
+            yield cut_event(live.cut_notice())
+
+
+def resumed_sse_reply(
+    store: Store, response_id: str, after: int, drain: Drain, settings: ApiSettings
+) -> EventSourceResponse:
+    """The stream of a stored response from the event after `after`."""
+    return EventSourceResponse(
+        resumed_sse(store, response_id, after, drain),
+        ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
+    )
+
+
+async def resumed_sse(
+    store: Store, response_id: str, after: int, drain: Drain
+) -> AsyncIterator[ServerSentEvent]:
+    """The stored events after `after`, then the live ones until the terminal event. Any
+    replica can serve it: the projection is shared. A shutdown drains it as it drains a
+    stream being created: past the drain timeout it ends with a notice naming where to
+    resume, while waiting for the next event too."""
+    last = after
+    follow = store.follow_sse(response_id, after, idle_timeout_s=FOLLOW_IDLE_S)
+    cut = asyncio.ensure_future(drain.cut.wait())
+    try:
+        with drain.track():
+            while True:
+                next_event = asyncio.ensure_future(follow.__anext__())
+                await asyncio.wait({next_event, cut}, return_when=asyncio.FIRST_COMPLETED)
+                if not next_event.done():
+                    next_event.cancel()
+                    await asyncio.wait({next_event})
+                    yield cut_event(cut_notice_after(last, response_id))
+                    return
+                try:
+                    sse = next_event.result()
+                except (StopAsyncIteration, TimeoutError):
+                    return
+                last = sse["sequence_number"]
+                yield server_sent_event(sse)
+                if sse["type"] in TERMINAL_SSE_TYPES:
+                    yield stream_end()
+                    return
+    finally:
+        cut.cancel()
+        close = getattr(follow, "aclose", None)
+        if close is not None:
+            await close()
