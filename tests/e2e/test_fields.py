@@ -96,7 +96,7 @@ def test_request_id_becomes_the_response_id(stack: Stack) -> None:
     reply = create(stack, request_id="my-request-1")
     assert reply.json()["id"] == "my-request-1"
     again = create(stack, request_id="my-request-1")
-    assert again.status_code == 400 and again.json()["error"]["param"] == "request_id"
+    assert again.status_code == 409 and again.json()["error"]["param"] == "request_id"
 
 
 @pytest.mark.parametrize("field", sorted(ECHOED))
