@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from api.admission import Admission
+from api.dependency_errors import install_dependency_handlers
 from api.drain import Drain, DrainGate
 from api.encrypted_content import ContentKeys
 from api.errors import APIError, install_error_handlers, request_id_taken
@@ -25,8 +26,7 @@ from api.routes import (
     stored_responses,
 )
 from api.settings import ApiSettings
-from journal import Journal, JournalUnavailable, PayloadTooLarge, ResponseIdTaken
-from store import StoreError
+from journal import Journal, PayloadTooLarge, ResponseIdTaken
 from store.projector import Projector
 from store.redis_store import RedisStore
 
@@ -67,9 +67,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(RequestMetrics, metrics=api_metrics)
 
-    @app.exception_handler(JournalUnavailable)
-    async def _bus_unavailable(_: Request, error: JournalUnavailable) -> JSONResponse:
-        return APIError(503, str(error), code="bus_unavailable").response()
+    install_dependency_handlers(app)
 
     @app.exception_handler(PayloadTooLarge)
     async def _too_large_for_bus(_: Request, error: PayloadTooLarge) -> JSONResponse:
@@ -82,13 +80,6 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     async def _request_id_taken(_: Request, error: ResponseIdTaken) -> JSONResponse:
         # Another request claimed the log of this client-chosen id first.
         return request_id_taken(error.response_id).response()
-
-    @app.exception_handler(StoreError)
-    async def _store_unavailable(_: Request, error: StoreError) -> JSONResponse:
-        # Unreachable, or refusing (e.g. a Redis in protected mode or out of memory): the
-        # store is a dependency that failed, never this server's 500.
-        message = f"The response store is unavailable: {error}"
-        return APIError(503, message, code="store_unavailable").response()
 
     app.include_router(health.router)
     app.include_router(metrics.router)

@@ -47,7 +47,9 @@ over the NATS server's `max_payload`), 409 (`request_id_in_use`: a `request_id` 
 response already has), 429 with `Retry-After`
 (too many open responses), 503 (NATS unreachable, or no live worker for the model, or
 `server_shutting_down` with `Retry-After` while the replica drains: docs/reliability.md),
-500 `server_error` only for bugs. A non-streaming request whose input the worker finds
+500 `server_error` only for bugs. A 5xx body names what failed (`bus_unavailable`: "The
+message bus is unavailable", `store_unavailable`: "The response store is unavailable")
+and never an address or a driver's message: those go to the API's log. A non-streaming request whose input the worker finds
 too long (or otherwise unusable) gets a 400 naming `input`; a streaming one gets an
 `error` event with that `param`, then `response.failed`.
 

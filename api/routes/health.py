@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from api.dependency_errors import bus_unavailable
 from api.deps import JournalDep
 from journal import JournalUnavailable
 
@@ -25,7 +26,7 @@ async def ready(journal: JournalDep) -> Any:
     try:
         models = await journal.registry.live_models()
     except JournalUnavailable as error:
-        return JSONResponse({"status": "unavailable", "reason": str(error)}, 503)
+        return JSONResponse({"status": "unavailable", "reason": bus_unavailable(error)}, 503)
     if not models:
         return JSONResponse({"status": "unavailable", "reason": "no live worker"}, 503)
     return {"status": "ready", "models": sorted(card.name for card in models)}

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from api.admission import Admission
+from api.dependency_errors import bus_unavailable
 from api.drain import SHUTTING_DOWN, Drain
 from api.metrics import ResponseTimer
 from api.streaming.orphans import local_failure, orphaned
@@ -74,7 +75,7 @@ class LiveResponse:
                         return state.apply(failure)
             except JournalUnavailable as error:
                 self._failed = True
-                return state.apply(local_failure(state, "bus_unavailable", str(error)))
+                return state.apply(local_failure(state, "bus_unavailable", bus_unavailable(error)))
             if event is None:
                 return []
             self._last_event_at = self._loop.time()
