@@ -117,9 +117,9 @@ async def resolved_references(
             raise APIError(
                 400, f"An item_reference input needs the response store; set {STORE_ENV} "
                 "to enable it.", param=f"input[{index}]", code="invalid_value")
-        found = await store.get_item(item.id)
-        if found is None or found[1] != owner:
+        found = await store.get_item(item.id, owner)
+        if found is None:
             raise APIError(404, f"Item with id '{item.id}' not found.",
                            param=f"input[{index}].id", code="not_found")
-        resolved.extend(as_input([found[0]]))
+        resolved.extend(as_input([found]))
     return request.model_copy(update={"input": resolved})

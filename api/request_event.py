@@ -11,6 +11,7 @@ from api.context import Context, context_of, resolved_references, stored_request
 from api.encrypted_content import ContentKeys, opened_reasoning
 from api.errors import APIError, request_id_taken
 from api.input_files import refuse_images, with_file_text
+from api.item_ids import check_unique_item_ids
 from api.normalize import accept
 from api.request_model import ResponsesRequest
 from api.settings import ApiSettings
@@ -62,10 +63,19 @@ async def _prepared(
     store = stateful_store(request, body)
     body = await resolved_references(store, body, owner)
     context = await context_of(store, body, owner) if store is not None else Context()
+    if isinstance(body.input, list):
+        check_unique_item_ids(body.input, "input", context.items, earlier_turns(body, context))
     card = await check_model(journal, body)
     refuse_images(body, card)
     body = await with_file_text(body, settings.max_file_bytes)
     return store, body, context, card
+
+
+def earlier_turns(body: ResponsesRequest, context: Context) -> str:
+    """What the earlier turns of a request are, for an error that names them."""
+    if context.conversation_id is not None:
+        return f"the conversation '{context.conversation_id}'"
+    return f"the chain of the previous response '{body.previous_response_id}'"
 
 
 def check_priority(body: ResponsesRequest, floor: int) -> None:

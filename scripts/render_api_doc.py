@@ -127,6 +127,11 @@ can name or reach:
 
 - stored responses, their input items and conversations: another owner's id reads as a
   404, exactly as an id that does not exist;
+- item ids: each owner has its own, so two keys can store items with one id and each
+  key's `item_reference` finds its own item. Within one request's `input`, and across a
+  conversation or a `previous_response_id` chain and the input added to it, an id may
+  appear once: a repeat is a 400 naming the field (`input[1].id`, `items[0].id`), found
+  before anything is published;
 - prefix-cache reuse: the worker keys cached KV blocks by the owner, then by the
   request's `cache_salt`, so a key never gets `cached_tokens` from another key's prompt
   (and so cannot test whether another tenant sent a text); requests of one owner with

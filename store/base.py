@@ -113,12 +113,13 @@ class Store(ABC):
 
     @abstractmethod
     async def put_items(self, items: Sequence[Mapping[str, Any]], owner: str | None) -> None:
-        """Keep each item (it has an `id`) for later lookup by id, with its owner; an id
-        stored again is overwritten with the same item (a replay changes nothing)."""
+        """Keep each item (it has an `id`) for later lookup by `owner` and id: ids are
+        scoped by owner, so two owners' items with one id never touch. An id stored again
+        by its owner is overwritten (a replay changes nothing)."""
 
     @abstractmethod
-    async def get_item(self, item_id: str) -> tuple[JSONObject, str | None] | None:
-        """An item kept by `put_items` and its owner, or None."""
+    async def get_item(self, item_id: str, owner: str | None) -> JSONObject | None:
+        """The item `owner` kept by `put_items` under `item_id`, or None."""
 
     # -- conversations ------------------------------------------------------------------
 

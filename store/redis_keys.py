@@ -11,9 +11,10 @@ from dataclasses import dataclass
 PREFIX = "spate"
 
 
-def item_key(item_id: str) -> str:
-    """String: one input or output item by id, with its owner (item_reference inputs)."""
-    return f"{PREFIX}:item:{{{item_id}}}"
+def item_key(owner: str | None, item_id: str) -> str:
+    """String: one input or output item of `owner` by id (item_reference inputs). The
+    owner is a hex digest or 'shared', so ':' cannot occur in it."""
+    return f"{PREFIX}:item:{{{owner or ''}:{item_id}}}"
 
 
 @dataclass(frozen=True, slots=True)

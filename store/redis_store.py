@@ -200,17 +200,17 @@ class RedisStore(RedisConversations, Store):
         with translated_errors():
             async with self._redis.pipeline(transaction=False) as pipe:
                 for item in items:
-                    value = json.dumps({"item": item, "owner": owner}, separators=(",", ":"))
-                    pipe.set(item_key(str(item["id"])), value, ex=self.ttl_s)
+                    value = json.dumps(item, separators=(",", ":"))
+                    pipe.set(item_key(owner, str(item["id"])), value, ex=self.ttl_s)
                 await pipe.execute()
 
-    async def get_item(self, item_id: str) -> tuple[JSONObject, str | None] | None:
+    async def get_item(self, item_id: str, owner: str | None) -> JSONObject | None:
         with translated_errors():
-            value = await self._redis.get(item_key(item_id))
+            value = await self._redis.get(item_key(owner, item_id))
         if value is None:
             return None
-        stored = json.loads(value)
-        return stored["item"], stored["owner"]
+        item: JSONObject = json.loads(value)
+        return item
 
     async def is_cancelled(self, response_id: str) -> bool:
         with translated_errors():

@@ -12,6 +12,7 @@ from api.body import read_body
 from api.conversation_model import ConversationCreate, ConversationUpdate, ItemsCreate
 from api.deps import OwnerDep, SettingsDep, require_api_key
 from api.errors import APIError
+from api.item_ids import check_new_conversation_items, check_unique_item_ids
 from api.request_model import INCLUDABLE
 from api.store_access import conversation_not_found, require_store_for_conversation
 from api.stored_items import item_dicts
@@ -45,6 +46,7 @@ def item_not_found(item_id: str) -> APIError:
 async def create(request: Request, owner: OwnerDep, settings: SettingsDep) -> dict[str, Any]:
     store = require_store_for_conversation(request, None)
     body = await read_body(request, ConversationCreate, settings.max_body_bytes)
+    check_unique_item_ids(body.items or [], "items")
     return await store.create_conversation(
         metadata=body.metadata, items=item_dicts(body.items or []), owner=owner)
 
@@ -107,6 +109,7 @@ async def add_items(
     check_include(include)
     await owned(store, conversation_id, owner)
     body = await read_body(request, ItemsCreate, settings.max_body_bytes)
+    await check_new_conversation_items(store, conversation_id, body.items)
     added = await store.add_conversation_items(conversation_id, item_dicts(body.items))
     if added is None:
         raise conversation_not_found(conversation_id)

@@ -19,7 +19,7 @@ from cli.redis_server import EmbeddedRedis
 from events import RequestAccepted
 from journal import Journal, JournalSettings
 from tests.conftest import DEFAULT_MODEL, Stack
-from tests.processes import SpateProcess, wait_http
+from tests.processes import SpateProcess, wait_for, wait_http
 
 ALICE, BOB = "key-alice", "key-bob"
 
@@ -119,3 +119,67 @@ def test_two_posts_racing_for_one_request_id_one_wins(stack: Stack, tenants_url:
     # Another key cannot take it either: response ids are one namespace.
     again = post(tenants_url, body, BOB)
     assert again.status_code == 409 and "already in use" in again.json()["error"]["message"]
+
+
+def message(item_id: str, text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "id": item_id, "content": text}
+
+
+def error_param(reply: httpx.Response, status: int = 400) -> str:
+    assert reply.status_code == status, reply.text
+    return str(reply.json()["error"]["param"])
+
+
+def test_an_item_id_is_one_owners(tenants_url: str) -> None:
+    item_id = f"msg_{uuid.uuid4().hex}"
+    mine = post(tenants_url, {"input": [message(item_id, "Alice's words")],
+                              "max_output_tokens": 1}, ALICE)
+    assert mine.status_code == 200, mine.text
+    # Bob stores an item under the same id: Alice's item is untouched, and each key's
+    # reference finds its own.
+    theirs = post(tenants_url, {"input": [message(item_id, "Bob's words")],
+                                "max_output_tokens": 1}, BOB)
+    assert theirs.status_code == 200, theirs.text
+    reference = {"input": [{"type": "item_reference", "id": item_id}], "max_output_tokens": 1}
+    for key, words in ((ALICE, "Alice's words"), (BOB, "Bob's words")):
+        referred = post(tenants_url, reference, key)
+        assert referred.status_code == 200, referred.text
+        items = httpx.get(f"{tenants_url}/v1/responses/{referred.json()['id']}/input_items",
+                          headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        assert items.json()["data"][0]["content"][0]["text"] == words
+
+
+def test_duplicate_item_ids_are_400s_before_anything_is_published(tenants_url: str) -> None:
+    twice = f"msg_{uuid.uuid4().hex}"
+    reply = post(tenants_url, {"input": [message(twice, "one"), message(twice, "two")],
+                               "max_output_tokens": 1}, ALICE)
+    assert error_param(reply) == "input[1].id"
+    assert "Duplicate item id" in reply.json()["error"]["message"]
+
+    first = post(tenants_url, {"input": [message(twice, "one")], "max_output_tokens": 1}, ALICE)
+    assert first.status_code == 200, first.text
+    chained = post(tenants_url, {"input": [message(twice, "again")], "max_output_tokens": 1,
+                                 "previous_response_id": first.json()["id"]}, ALICE)
+    assert error_param(chained) == "input[0].id"
+
+    headers = {"Authorization": f"Bearer {ALICE}"}
+    conversations = f"{tenants_url}/v1/conversations"
+    created = httpx.post(conversations, json={"items": [message(twice, "hello")]},
+                         headers=headers, timeout=30)
+    assert created.status_code == 200, created.text
+    conversation_id = created.json()["id"]
+    in_conversation = post(tenants_url, {"input": [message(twice, "hello again")],
+                                         "max_output_tokens": 1,
+                                         "conversation": conversation_id}, ALICE)
+    assert error_param(in_conversation) == "input[0].id"
+    added = httpx.post(f"{conversations}/{conversation_id}/items",
+                       json={"items": [message(twice, "once more")]}, headers=headers, timeout=30)
+    assert error_param(added) == "items[0].id"
+    doubled = httpx.post(conversations, json={"items": [message("m1", "a"), message("m1", "b")]},
+                         headers=headers, timeout=30)
+    assert error_param(doubled) == "items[1].id"
+    # The store's projection went on: a response stored after all this reads back.
+    after = post(tenants_url, {"input": "Hi", "max_output_tokens": 1}, ALICE)
+    response_id = after.json()["id"]
+    assert wait_for(lambda: httpx.get(f"{tenants_url}/v1/responses/{response_id}",
+                                      headers=headers, timeout=30).status_code == 200, timeout=30)

@@ -48,7 +48,7 @@ CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     ),
     "conversation_items": lambda store: store.conversation_items(CONVERSATION),
     "put_items": lambda store: store.put_items(input_items_of(1), None),
-    "get_item": lambda store: store.get_item("msg_in0"),
+    "get_item": lambda store: store.get_item("msg_in0", "key-1"),
 }
 
 

@@ -20,11 +20,21 @@ class ItemContract(ContractBase):
         ]
         await store.put_items(items, "key-1")
         await store.put_items(items[:1], "key-1")  # a replay changes nothing
-        assert await store.get_item(first) == (items[0], "key-1")
-        assert await store.get_item(second) == (items[1], "key-1")
-        assert await store.get_item("msg_never_stored") is None
+        assert await store.get_item(first, "key-1") == items[0]
+        assert await store.get_item(second, "key-1") == items[1]
+        assert await store.get_item("msg_never_stored", "key-1") is None
+
+    async def test_item_ids_are_scoped_by_owner(self, store: Store) -> None:
+        item_id = f"msg_{uuid.uuid4().hex}"
+        mine = {"id": item_id, "type": "message", "content": "key-1's"}
+        theirs = {"id": item_id, "type": "message", "content": "key-2's"}
+        await store.put_items([mine], "key-1")
+        await store.put_items([theirs], "key-2")  # the same id: key-1's item is untouched
+        assert await store.get_item(item_id, "key-1") == mine
+        assert await store.get_item(item_id, "key-2") == theirs
+        assert await store.get_item(item_id, "key-3") is None
 
     async def test_unowned_items(self, store: Store) -> None:
         item_id = f"msg_{uuid.uuid4().hex}"
         await store.put_items([{"id": item_id, "type": "message"}], None)
-        assert await store.get_item(item_id) == ({"id": item_id, "type": "message"}, None)
+        assert await store.get_item(item_id, None) == {"id": item_id, "type": "message"}
