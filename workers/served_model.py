@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from events import ModelCard, RequestAccepted
-from workers.tool_prompt import ToolPrompt
+from workers.output.tool_prompt import ToolPrompt
 
 if TYPE_CHECKING:  # torch-heavy: imported when a model is loaded, not with this module
     from workers.engine.grammar import GrammarCompiler
@@ -128,7 +128,7 @@ class EngineModel:
         """The engine's parameters, with the answer's grammar compiled (milliseconds, cached;
         run off the event loop)."""
         from workers.engine.sampling_params import sampling_params_of
-        from workers.structured_output import ConstraintError, compile_answer_grammar
+        from workers.output.structured_output import ConstraintError, compile_answer_grammar
 
         sampling = request.sampling
         vocab_size = self.loaded.config.vocab_size

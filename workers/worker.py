@@ -23,10 +23,10 @@ from journal import CountRefused, Delivery, DurableConsumer, Fenced, Journal, Re
 from journal.trace_context import trace_id_of
 from workers.engine_loop import EngineLoop
 from workers.metrics import WorkerMetrics
+from workers.output.step_events import StepEvents, usage_of
 from workers.recovery import PriorProgress, progress_of
 from workers.served_model import InvalidRequest, Prompt, ServedModel, check_served_model
 from workers.settings import WorkerSettings
-from workers.step_events import StepEvents, usage_of
 
 log = logging.getLogger("spate.worker")
 

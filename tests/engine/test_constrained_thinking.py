@@ -13,7 +13,7 @@ from events import ChatMessage, RequestAccepted, ToolDefinition
 from tests.engine.conftest import run_to_completion
 from workers.engine import SamplingParams
 from workers.engine.grammar import GrammarCompiler
-from workers.structured_output import compile_answer_grammar, json_format
+from workers.output.structured_output import compile_answer_grammar, json_format
 
 # Greedy, the default model thinks for about 47 tokens on this question and then stops
 # inside its think block (checked by the first test), so 60 is a budget it never spends.

@@ -1,6 +1,7 @@
-"""The worker's three layers stay visible: the model side (workers/model/) and the engine
-(workers/engine/) never reach up into the process code at the top of workers/, and the
-model side never reaches into the engine."""
+"""The worker's layers stay visible: the model side (workers/model/), the engine
+(workers/engine/) and output shaping (workers/output/) never reach up into the process
+code at the top of workers/, the model side never reaches into the engine, and the
+engine never into output shaping."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ WORKERS = Path(__file__).resolve().parents[2] / "workers"
 ALLOWED = {
     "model": ("workers.model",),
     "engine": ("workers.model", "workers.engine"),
+    "output": ("workers.model", "workers.engine", "workers.output"),
 }
 
 
@@ -43,6 +45,13 @@ def test_layer_imports_only_itself_and_below(layer: str) -> None:
         and not any(name == root or name.startswith(root + ".") for root in allowed)
     ]
     assert not offending, offending
+
+
+def test_output_shaping_sits_under_workers_output() -> None:
+    for stem in ("tool_calls", "tool_prompt", "tool_call_events", "structured_output",
+                 "step_events"):
+        assert (WORKERS / "output" / f"{stem}.py").is_file()
+        assert not (WORKERS / f"{stem}.py").exists()
 
 
 def test_model_side_sits_under_workers_model() -> None:

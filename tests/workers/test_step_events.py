@@ -6,7 +6,7 @@ from events import ChatMessage, RequestAccepted, TokensGenerated, ToolCallEnded,
 from events import ToolDefinition as Tool
 from workers.engine.llm_engine import RequestOutput
 from workers.engine.output_processor import Delta
-from workers.step_events import StepEvents
+from workers.output.step_events import StepEvents
 
 CALL = '<tool_call>\n{"name": "crm.find", "arguments": {"id": 7}}\n</tool_call>'
 

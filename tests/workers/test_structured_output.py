@@ -10,7 +10,7 @@ import xgrammar as xgr
 
 from events import AnswerConstraint, ChatMessage, RequestAccepted, ToolDefinition
 from workers.engine.grammar import GrammarCompiler
-from workers.structured_output import ConstraintError, answer_format, compile_answer_grammar
+from workers.output.structured_output import ConstraintError, answer_format, compile_answer_grammar
 
 WEATHER = ToolDefinition(
     name="get_weather", param="tools[0].parameters",

@@ -8,8 +8,14 @@ import pytest
 from events import ChatMessage, RequestAccepted, TokensGenerated, ToolCallEnded, ToolCallStarted
 from events import ToolDefinition as Tool
 from tests.workers.test_tool_calls import merged
-from workers.tool_call_events import ToolCallEvents
-from workers.tool_calls import ArgumentsDelta, CallEnded, CallStarted, MessageText, ToolCallParser
+from workers.output.tool_call_events import ToolCallEvents
+from workers.output.tool_calls import (
+    ArgumentsDelta,
+    CallEnded,
+    CallStarted,
+    MessageText,
+    ToolCallParser,
+)
 
 ARGUMENTS = '{"city": "Paris", "note": "a } and a <tool_call>"}'
 CALL = f'<tool_call>\n{{"name": "get_weather", "arguments": {ARGUMENTS}}}\n</tool_call>'

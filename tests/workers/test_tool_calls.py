@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from workers.tool_calls import (
+from workers.output.tool_calls import (
     ArgumentsDelta,
     CallEnded,
     CallStarted,

@@ -7,7 +7,7 @@ import json
 
 from events import ChatMessage, RequestAccepted, ToolCall, ToolDefinition
 from workers.model.chat_template import ChatTemplate
-from workers.tool_prompt import ToolPrompt, renders_tools
+from workers.output.tool_prompt import ToolPrompt, renders_tools
 
 WEATHER = ToolDefinition(name="get_weather", description="Weather in a city.",
                          parameters={"type": "object", "properties": {"city": {"type": "string"}}})

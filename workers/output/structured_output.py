@@ -20,7 +20,7 @@ from xgrammar import CompiledGrammar
 
 from events import AnswerConstraint, RequestAccepted, ToolDefinition
 from workers.engine.grammar import GrammarCompiler, GrammarError
-from workers.tool_calls import CLOSE_TAG, OPEN_TAG, callable_tools
+from workers.output.tool_calls import CLOSE_TAG, OPEN_TAG, callable_tools
 
 # At most this much whitespace in a row inside generated JSON: valid JSON either way, and
 # a small model cannot loop on newlines until it runs out of tokens.

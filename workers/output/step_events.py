@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from events import ReasoningEnded, RequestAccepted, TokenLogprob, TokensGenerated, Usage
-from workers.tool_call_events import EventSpec, ToolCallEvents
-from workers.tool_calls import callable_tools
+from workers.output.tool_call_events import EventSpec, ToolCallEvents
+from workers.output.tool_calls import callable_tools
 
 if TYPE_CHECKING:  # the engine imports torch; this module is read without it
     from workers.engine.llm_engine import RequestOutput

@@ -8,7 +8,7 @@ from typing import Any
 
 from events import RequestAccepted, TokenLogprob, TokensGenerated, ToolCallEnded, ToolCallStarted
 from events.ids import call_id
-from workers.tool_calls import (
+from workers.output.tool_calls import (
     ArgumentsDelta,
     CallEnded,
     CallStarted,

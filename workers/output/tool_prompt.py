@@ -14,7 +14,7 @@ from typing import Any
 
 from events import ChatMessage, RequestAccepted, ToolDefinition
 from workers.model.chat_template import ChatTemplate
-from workers.tool_calls import CLOSE_TAG, OPEN_TAG
+from workers.output.tool_calls import CLOSE_TAG, OPEN_TAG
 
 TOOLS_PROMPT = """# Tools
 
