@@ -15,7 +15,7 @@ from store import StoreError
 
 log = logging.getLogger("spate.api")
 
-BUS_UNAVAILABLE = "The message bus is unavailable; try again shortly."
+BUS_UNAVAILABLE = "The message bus (NATS) is unavailable; try again shortly."
 STORE_UNAVAILABLE = "The response store is unavailable; try again shortly."
 
 

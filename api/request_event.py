@@ -12,6 +12,7 @@ from api.encrypted_content import ContentKeys, opened_reasoning
 from api.errors import APIError, request_id_taken
 from api.input_files import refuse_images, with_file_text
 from api.item_ids import check_unique_item_ids
+from api.limits import check_limits
 from api.normalize import accept
 from api.request_model import ResponsesRequest
 from api.settings import ApiSettings
@@ -35,6 +36,7 @@ async def request_event(
     response_id = await response_id_for(store, body)
     event = accept(with_context(body, context), response_id, card.default_sampling,
                    owner=owner)
+    check_limits(event)
     if store is not None:
         event = stored_request(event, body, context)
     return event
@@ -48,8 +50,10 @@ async def would_be_event(
     would (to count its input tokens)."""
     _, body, context, card = await _prepared(
         request, journal, settings, body, owner, content_keys)
-    return accept(with_context(body, context), new_response_id(), card.default_sampling,
-                  owner=owner)
+    event = accept(with_context(body, context), new_response_id(), card.default_sampling,
+                   owner=owner)
+    check_limits(event)
+    return event
 
 
 async def _prepared(

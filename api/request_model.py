@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from api.fields import FIELDS, rejection_message
 from api.input_items import REQUEST_ITEM_TAGS, RequestInputItem, refuse_unknown_item_types
+from api.limits import METADATA_PAIRS
 from api.model_base import FieldRejected, StrictModel
 from api.request_options import (
     AccessPrograms,
@@ -221,6 +222,6 @@ class ResponsesRequest(StrictModel):
     @field_validator("metadata")
     @classmethod
     def _metadata_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value is not None and len(value) > 16:
-            raise ValueError("metadata holds at most 16 pairs")
+        if value is not None and len(value) > METADATA_PAIRS.bound:
+            raise ValueError(f"metadata holds at most {METADATA_PAIRS.bound} pairs")
         return value

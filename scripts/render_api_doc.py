@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from api.fields import FIELDS  # noqa: E402
+from api.limits import limits_table  # noqa: E402
 
 HEADER = """# spate's Responses API: every request field and what spate does with it
 
@@ -48,7 +49,7 @@ response already has), 429 with `Retry-After`
 (too many open responses), 503 (NATS unreachable, or no live worker for the model, or
 `server_shutting_down` with `Retry-After` while the replica drains: docs/reliability.md),
 500 `server_error` only for bugs. A 5xx body names what failed (`bus_unavailable`: "The
-message bus is unavailable", `store_unavailable`: "The response store is unavailable")
+message bus (NATS) is unavailable", `store_unavailable`: "The response store is unavailable")
 and never an address or a driver's message: those go to the API's log. A non-streaming request whose input the worker finds
 too long (or otherwise unusable) gets a 400 naming `input`; a streaming one gets an
 `error` event with that `param`, then `response.failed`.
@@ -118,6 +119,15 @@ own, or the one `thinking_token_budget` forces) and the constrained answer follo
 budget, a model that never closes its block runs into `max_output_tokens`, so set a
 `thinking_token_budget` with a constrained answer.
 
+## Limits
+
+Counts and sizes a request may hand the worker, beyond each field's own bounds in the
+table above: each costs every request of the batch or the worker's grammar compiler.
+Past one, a 400 naming the field, before anything is published. This table is rendered
+from `api/limits.py`, where the checks read the same entries. The body itself is bounded
+by `SPATE_MAX_BODY_BYTES` and nests at most 64 levels.
+
+LIMITS_TABLE
 ## Tenancy
 
 Each request acts for an owner: a digest of its API key (`SPATE_API_KEYS`), or one
@@ -157,7 +167,7 @@ can name or reach:
 
 def render() -> str:
     rows = "".join(f"| `{name}` | {treatment.value} | {note} |\n" for name, (treatment, note) in FIELDS.items())
-    return HEADER + rows + FOOTER
+    return HEADER + rows + FOOTER.replace("LIMITS_TABLE\n", limits_table() + "\n")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -183,3 +184,13 @@ def test_duplicate_item_ids_are_400s_before_anything_is_published(tenants_url: s
     response_id = after.json()["id"]
     assert wait_for(lambda: httpx.get(f"{tenants_url}/v1/responses/{response_id}",
                                       headers=headers, timeout=30).status_code == 200, timeout=30)
+
+
+def test_lists_past_their_bounds_are_400s_that_cost_nothing(stack: Stack) -> None:
+    for body, param in (({"stop": ["x"] * 100_000}, "stop"),
+                        ({"structured_outputs": {"choice": [f"c{n}" for n in range(20_000)]}},
+                         "structured_outputs.choice")):
+        started = time.monotonic()
+        reply = post(stack.base_url, {"input": "Hi", "max_output_tokens": 1, **body})
+        assert error_param(reply) == param
+        assert time.monotonic() - started < 10  # refused, never compiled or scanned
