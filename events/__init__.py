@@ -2,7 +2,7 @@
 
 from events.codec import AnyEvent, EventDecodeError, decode, encode
 from events.envelope import Event
-from events.fold import TERMINAL_SSE_TYPES, ResponseFold, fold
+from events.fold import TERMINAL_SSE_TYPES, ResponseFold, error_fields, fold
 from events.generation import (
     CancelRequested,
     GenerationFailed,
@@ -41,6 +41,7 @@ __all__ = [
     "ResponseFold",
     "SamplingSettings",
     "TERMINAL_SSE_TYPES",
+    "error_fields",
     "TokenLogprob",
     "TokensGenerated",
     "ToolCall",

@@ -133,7 +133,7 @@ class ResponseFold:
                 self._close_item("incomplete")
                 self.status = "failed"
                 self.error = {"code": event.code, "message": event.message}
-                self._emit("error", code=event.code, message=event.message, param=event.param)
+                self._emit("error", **error_fields(event.code, event.message, event.param))
                 self._emit("response.failed", response=self.response())
         return self.sse_events[start:]
 
@@ -286,6 +286,15 @@ class ResponseFold:
         self.sse_events.append(
             {"type": sse_type, "sequence_number": len(self.sse_events), **fields}
         )
+
+
+def error_fields(code: str, message: str, param: str | None) -> dict[str, Any]:
+    """An `error` event's fields: the official SDK reads `code`, `message` and `param` at
+    the top, the Open Responses specification reads them in an `error` object; both are
+    there. A failure that names a request field is the request's fault."""
+    kind = "invalid_request_error" if param is not None else "server_error"
+    return {"code": code, "message": message, "param": param,
+            "error": {"type": kind, "code": code, "message": message, "param": param}}
 
 
 def _raw_message(text: str, token_ids: Any) -> dict[str, Any]:

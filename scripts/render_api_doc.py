@@ -73,7 +73,8 @@ With `include: ["reasoning.encrypted_content"]`, each finished reasoning item (i
 `encrypted_content`: its text sealed with AES-GCM under the server's key and bound to the
 caller's API key and the model. Sent back in a later request's `input` (with or without
 `content`), it is opened and reaches the prompt as the text the model wrote, so a client
-that keeps no server state (`store: false`) still returns its reasoning. Content that
+that keeps no server state (`store: false`) still returns its reasoning (a stored response
+read back with `GET` holds its reasoning in `content` only). Content that
 was altered, sealed by another server or key, for another API key or another model is a 400
 naming `input[i].encrypted_content` (code `invalid_encrypted_content`). Keys:
 `SPATE_ENCRYPTION_KEYS` (comma-separated, url-safe base64 of 32 bytes; make one with
@@ -92,6 +93,14 @@ and after the terminal event (`response.completed`, `response.incomplete` or
 specification says; the official SDK stops reading at it. A resumed stream
 (`GET /v1/responses/{id}?stream=true`) ends the same way. A stream cut by a shutdown ends
 with an `error` event naming where to resume, and no `[DONE]`.
+
+Every Response and streamed event validates against the Open Responses specification's
+schema (version 2026-04-24, vendored in `tests/conformance/` with the compliance cases).
+An `error` event carries `code`, `message` and `param` both at its top (the official SDK
+reads them there) and in an `error` object with a `type` (the specification reads them
+there). Reasoning text streams as `response.reasoning_text.delta` / `.done`, the names
+the official SDK knows (it refuses an event type it does not know); this version of the
+specification calls them `response.reasoning.delta` / `.done`, with the same fields.
 
 ## Function calling and structured output
 

@@ -15,7 +15,7 @@ from api.dependency_errors import bus_unavailable
 from api.drain import SHUTTING_DOWN, Drain
 from api.metrics import ResponseTimer
 from api.streaming.orphans import local_failure, orphaned
-from events import RequestAccepted, ResponseFold, TokensGenerated
+from events import RequestAccepted, ResponseFold, TokensGenerated, error_fields
 from journal import Journal, JournalUnavailable, LogFollower
 
 # Applied to each event and to the Response before they go out: adds what only the API
@@ -142,12 +142,11 @@ class LiveResponse:
 
 def cut_notice_after(last: int, response_id: str) -> dict[str, Any]:
     """The cut notice of a stream whose last event sent was number `last`."""
-    return {
-        "type": "error", "code": SHUTTING_DOWN, "param": None, "sequence_number": last + 1,
-        "message": (f"The server is shutting down, so this stream was cut after event {last}; "
-                    f"the response goes on. Resume it with GET /v1/responses/{response_id}"
-                    f"?stream=true&starting_after={last} (with the response store on)."),
-    }
+    message = (f"The server is shutting down, so this stream was cut after event {last}; "
+               f"the response goes on. Resume it with GET /v1/responses/{response_id}"
+               f"?stream=true&starting_after={last} (with the response store on).")
+    return {"type": "error", "sequence_number": last + 1,
+            **error_fields(SHUTTING_DOWN, message, None)}
 
 
 async def open_live_response(
