@@ -5,34 +5,63 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from api.client_tools import (
+    ApplyPatchTool,
+    CustomTool,
+    GrammarInput,
+    LocalShellTool,
+    ShellTool,
+)
 from api.request_model import ResponsesRequest
 from api.text_format import JSONObjectFormat, JSONSchemaFormat
-from api.tool_models import AllowedTools, FunctionChoice, NamespaceTool, ServerTool
+from api.tool_models import (
+    AllowedTools,
+    BuiltinChoice,
+    CustomChoice,
+    FunctionChoice,
+    FunctionTool,
+    NamespaceTool,
+    ServerToolChoice,
+    offered,
+)
 from events import AnswerConstraint, ToolDefinition
+from events.builtin_tools import BUILTIN_DESCRIPTIONS, BUILTIN_SCHEMAS
+from events.request import CustomInputGrammar
 
 
 def tool_definitions(request: ResponsesRequest) -> tuple[ToolDefinition, ...]:
     definitions: list[ToolDefinition] = []
     for index, tool in enumerate(request.tools or []):
-        if isinstance(tool, ServerTool):
-            continue  # never offered: api/tool_policy.py
+        if not offered(tool):
+            continue  # runs on the server's side: api/tool_policy.py
         if isinstance(tool, NamespaceTool):
             definitions.extend(
-                ToolDefinition(
-                    name=f"{tool.name}.{function.name}",
-                    description=_joined(tool.description, function.description),
-                    parameters=function.parameters,
-                    namespace=tool.name,
-                    param=f"tools[{index}].tools[{inner}].parameters",
-                )
+                _definition(function, f"tools[{index}].tools[{inner}]", tool.name,
+                            _joined(tool.description, function.description))
                 for inner, function in enumerate(tool.tools)
             )
-        else:
+        elif isinstance(tool, FunctionTool | CustomTool):
+            definitions.append(_definition(tool, f"tools[{index}]", None, tool.description))
+        elif isinstance(tool, LocalShellTool | ShellTool | ApplyPatchTool):
             definitions.append(ToolDefinition(
-                name=tool.name, description=tool.description, parameters=tool.parameters,
-                param=f"tools[{index}].parameters",
+                name=tool.type, description=BUILTIN_DESCRIPTIONS[tool.type],
+                parameters=BUILTIN_SCHEMAS[tool.type], kind=tool.type, param=f"tools[{index}]",
             ))
     return tuple(definitions)
+
+
+def _definition(
+    tool: FunctionTool | CustomTool, param: str, namespace: str | None, description: str | None
+) -> ToolDefinition:
+    name = f"{namespace}.{tool.name}" if namespace else tool.name
+    if isinstance(tool, FunctionTool):
+        return ToolDefinition(name=name, description=description, parameters=tool.parameters,
+                              namespace=namespace, param=f"{param}.parameters")
+    grammar = None
+    if isinstance(tool.format, GrammarInput):
+        grammar = CustomInputGrammar(syntax=tool.format.syntax, definition=tool.format.definition)
+    return ToolDefinition(name=name, description=description, namespace=namespace, kind="custom",
+                          input_grammar=grammar, param=f"{param}.format")
 
 
 def _joined(namespace_description: str, description: str | None) -> str:
@@ -48,10 +77,10 @@ def tool_choice_of(request: ResponsesRequest) -> tuple[ToolMode, tuple[str, ...]
     choice = request.tool_choice
     if not tool_definitions(request) or choice == "none":
         return "none", None
-    if isinstance(choice, FunctionChoice):
+    if isinstance(choice, FunctionChoice | CustomChoice | BuiltinChoice):
         return "required", (choice.name,)
     if isinstance(choice, AllowedTools):
-        names = [entry.name for entry in choice.tools if isinstance(entry, FunctionChoice)]
+        names = [entry.name for entry in choice.tools if not isinstance(entry, ServerToolChoice)]
         return choice.mode, tuple(dict.fromkeys(names))
     return choice or "auto", None
 

@@ -1,11 +1,13 @@
 """Lowering `instructions` and the `input` items into the chat turns a template renders:
-function calls join the assistant turn that made them, their outputs become tool turns,
+function calls (and custom and built-in tool calls) join the assistant turn that made
+them, their outputs become tool turns,
 and reasoning items travel with the assistant turn that follows them."""
 
 from __future__ import annotations
 
 from api.input_items import FunctionCallItem, FunctionCallOutputItem, MessageItem, ReasoningItem
 from api.request_model import ResponsesRequest
+from api.tool_items import ToolCallItem, ToolOutputItem
 from events import ChatMessage, ToolCall
 
 
@@ -23,8 +25,9 @@ def messages_of(request: ResponsesRequest) -> tuple[ChatMessage, ...]:
             continue
         if isinstance(item, MessageItem):
             message = ChatMessage(role=item.role, content=item.text())
-        elif isinstance(item, FunctionCallItem):
-            call = ToolCall(call_id=item.call_id, name=item.qualified_name(), arguments=item.arguments)
+        elif isinstance(item, FunctionCallItem | ToolCallItem):
+            call = (item.tool_call() if not isinstance(item, FunctionCallItem) else ToolCall(
+                call_id=item.call_id, name=item.qualified_name(), arguments=item.arguments))
             if _continues_assistant_turn(messages) and not reasoning:
                 # Parallel calls, or a call after the turn's text: one assistant turn.
                 last = messages.pop()
@@ -33,6 +36,8 @@ def messages_of(request: ResponsesRequest) -> tuple[ChatMessage, ...]:
                 message = ChatMessage(role="assistant", content="", tool_calls=(call,))
         elif isinstance(item, FunctionCallOutputItem):
             message = _tool_turn(item)
+        elif isinstance(item, ToolOutputItem):
+            message = ChatMessage(role="tool", content=item.text(), tool_call_id=item.answered())
         else:  # an item_reference: api/context.py resolves them before lowering
             raise TypeError(f"an unresolved item reference reached the prompt: {item.id}")
         if reasoning and message.role == "assistant":

@@ -36,7 +36,7 @@ STORE_ENV = "SPATE_STORE_URL"
 
 FIELDS: dict[str, tuple[Treatment, str]] = {
     "model": (Treatment.HONORED, "must name a served model: unknown 404, no live worker 503"),
-    "input": (Treatment.HONORED, f"a string, or items: message (content a string or parts: input_text/output_text; input_file, inline, read into text; input_image, 400 on a text-only model), function_call, function_call_output, reasoning (plain text, or encrypted_content this server sealed), item_reference (an earlier response's item by id; needs the store, {STORE_ENV})"),
+    "input": (Treatment.HONORED, f"a string, or items: message (content a string or parts: input_text/output_text; input_file, inline, read into text; input_image, 400 on a text-only model), function_call, function_call_output, custom_tool_call, custom_tool_call_output, local_shell_call, local_shell_call_output, shell_call, shell_call_output, apply_patch_call, apply_patch_call_output, reasoning (plain text, or encrypted_content this server sealed), item_reference (an earlier response's item by id; needs the store, {STORE_ENV})"),
     "instructions": (Treatment.HONORED, "first system message; echoed"),
     "stream": (Treatment.HONORED, "true selects SSE"),
     "max_output_tokens": (Treatment.HONORED, f"cap on generated tokens, 1..{MAX_OUTPUT_TOKENS}; hit: status incomplete"),
@@ -95,8 +95,8 @@ FIELDS.update({
 })
 
 FIELDS.update({
-    "tools": (Treatment.HONORED, "function and namespace tools (a namespace's functions are called as namespace.name), offered to the model; tools that run on the server's side (web_search, web_search_preview, file_search, code_interpreter, image_generation, mcp, computer, computer_use_preview, tool_search, programmatic_tool_calling) are never offered: echoed as declared (SPATE_SERVER_TOOLS=omit, the default) or a 400 naming the tool (SPATE_SERVER_TOOLS=reject); other types: 400 naming the type; echoed, a function's parameters and strict always present"),
-    "tool_choice": (Treatment.HONORED, "none, auto, required, a named function or allowed_tools (entries naming server-side tools allow nothing callable); calls are shaped by constrained decoding, and required or named ones forced; forcing a server-side tool: 400; echoed"),
+    "tools": (Treatment.HONORED, "offered to the model: function tools; namespace tools (their functions and custom tools are called as namespace.name); custom tools (free text, or a grammar format in lark or regex syntax that constrained decoding holds the input to; a grammar that does not compile is a 400 naming tools[i].format); the client-run built-ins local_shell, shell (environment local or none) and apply_patch, with fixed schemas, each answered as its own item type. Never offered, by SPATE_SERVER_TOOLS: tools that run on the server's side (web_search, web_search_preview, file_search, code_interpreter, image_generation, mcp, computer, computer_use_preview, tool_search, programmatic_tool_calling, a shell in a container): echoed as declared (omit, the default) or a 400 naming the tool (reject). Other types: 400 naming the type. Echoed, a function's parameters and strict always present"),
+    "tool_choice": (Treatment.HONORED, "none, auto, required, a named function or custom tool, apply_patch or shell, or allowed_tools (entries naming server-side tools allow nothing callable); calls are shaped by constrained decoding, and required or named ones forced; forcing a server-side tool: 400; echoed"),
     "structured_outputs": (Treatment.HONORED, "exactly one of json (a schema), regex, choice, grammar (EBNF); not together with a JSON text.format"),
 })
 

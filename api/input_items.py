@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag
 
 from api.model_base import FieldRejected, StrictModel, tag_by_type
+from api.tool_items import TOOL_ITEM_TAGS, TaggedToolItem
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 
@@ -141,6 +142,7 @@ ITEM_TAGS = {
     "function_call": "FunctionCall",
     "function_call_output": "FunctionCallOutput",
     "reasoning": "Reasoning",
+    **TOOL_ITEM_TAGS,
 }
 
 
@@ -148,7 +150,8 @@ InputItem = Annotated[
     Annotated[MessageItem, Tag("Message")]
     | Annotated[FunctionCallItem, Tag("FunctionCall")]
     | Annotated[FunctionCallOutputItem, Tag("FunctionCallOutput")]
-    | Annotated[ReasoningItem, Tag("Reasoning")],
+    | Annotated[ReasoningItem, Tag("Reasoning")]
+    | TaggedToolItem,
     # A message may leave its type out.
     Discriminator(tag_by_type(ITEM_TAGS, missing="message")),
 ]
@@ -170,6 +173,7 @@ RequestInputItem = Annotated[
     | Annotated[FunctionCallItem, Tag("FunctionCall")]
     | Annotated[FunctionCallOutputItem, Tag("FunctionCallOutput")]
     | Annotated[ReasoningItem, Tag("Reasoning")]
+    | TaggedToolItem
     | Annotated[ItemReference, Tag("ItemReference")],
     Discriminator(tag_by_type(REQUEST_ITEM_TAGS, missing="message")),
 ]

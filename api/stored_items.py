@@ -17,6 +17,7 @@ from api.input_items import (
     TextPart,
 )
 from api.request_model import ResponsesRequest
+from api.tool_items import TOOL_ITEM_ID_PREFIX, ToolCallItem, ToolOutputItem
 
 _ITEMS: TypeAdapter[list[Any]] = TypeAdapter(list[InputItem])
 
@@ -61,6 +62,9 @@ def _item_dict(item: Any) -> dict[str, Any]:
         return {"type": "reasoning", "id": item.id or _new_id("rs"),
                 "summary": [part.model_dump() for part in item.summary],
                 "content": [part.model_dump() for part in item.content or []]}
+    if isinstance(item, ToolCallItem | ToolOutputItem):
+        data = item.model_dump(exclude_none=True, by_alias=True)
+        return {**data, "id": item.id or _new_id(TOOL_ITEM_ID_PREFIX[item.type])}
     raise TypeError(f"not an input item: {item!r}")
 
 

@@ -10,6 +10,15 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator
 
+from api.client_tools import (
+    CLIENT_TOOL_TAGS,
+    ApplyPatchTool,
+    ClientTool,
+    CustomTool,
+    LocalShellTool,
+    ShellTool,
+    runs_on_server,
+)
 from api.model_base import NAME_PATTERN, FieldRejected, StrictModel, tag_by_type
 
 # Tools whose work happens on the server's side in OpenAI's API (OpenAI searches the web,
@@ -20,7 +29,7 @@ ServerToolType = Literal[
     "computer_use_preview", "computer_use", "tool_search", "programmatic_tool_calling",
 ]
 SERVER_TOOL_TYPES: tuple[str, ...] = get_args(ServerToolType)
-SERVED_TOOL_TYPES = ("function", "namespace", *SERVER_TOOL_TYPES)
+SERVED_TOOL_TYPES = ("function", "namespace", *CLIENT_TOOL_TAGS, *SERVER_TOOL_TYPES)
 Caller = Literal["direct", "programmatic"]
 
 
@@ -48,13 +57,20 @@ class FunctionTool(StrictModel):
         return value
 
 
+NamespacedTool = Annotated[
+    Annotated[FunctionTool, Tag("Function")] | Annotated[CustomTool, Tag("Custom")],
+    Discriminator(tag_by_type({"function": "Function", "custom": "Custom"})),
+]
+
+
 class NamespaceTool(StrictModel):
-    """Functions grouped under a name; the model calls them as `<namespace>.<function>`."""
+    """Functions and custom tools grouped under a name; the model calls them as
+    `<namespace>.<name>`."""
 
     type: Literal["namespace"]
     name: str = Field(pattern=NAME_PATTERN)
     description: str
-    tools: list[FunctionTool] = Field(min_length=1)
+    tools: list[NamespacedTool] = Field(min_length=1)
 
 
 class ServerTool(StrictModel):
@@ -69,15 +85,43 @@ class ServerTool(StrictModel):
 Tool = Annotated[
     Annotated[FunctionTool, Tag("Function")]
     | Annotated[NamespaceTool, Tag("Namespace")]
+    | ClientTool
     | Annotated[ServerTool, Tag("Server")],
     Discriminator(tag_by_type({"function": "Function", "namespace": "Namespace",
-                               **dict.fromkeys(SERVER_TOOL_TYPES, "Server")})),
+                               **CLIENT_TOOL_TAGS, **dict.fromkeys(SERVER_TOOL_TYPES, "Server")})),
 ]
+AnyTool = FunctionTool | NamespaceTool | CustomTool | LocalShellTool | ShellTool | ApplyPatchTool | ServerTool
+
+
+def offered(tool: AnyTool) -> bool:
+    """Whether the model is offered the tool: not when it runs on the server's side."""
+    return not isinstance(tool, ServerTool) and not (
+        isinstance(tool, ShellTool) and runs_on_server(tool))
 
 
 class FunctionChoice(StrictModel):
     type: Literal["function"]
     name: str = Field(min_length=1)
+
+
+class CustomChoice(StrictModel):
+    type: Literal["custom"]
+    name: str = Field(min_length=1)
+
+
+class BuiltinChoice(StrictModel):
+    """Forces (or allows) a client-run built-in, named by its type."""
+
+    type: Literal["local_shell", "shell", "apply_patch"]
+
+    @property
+    def name(self) -> str:
+        return self.type
+
+
+NamedChoice = FunctionChoice | CustomChoice | BuiltinChoice
+_NAMED_CHOICE_TAGS = {"function": "Function", "custom": "Custom", "local_shell": "Builtin",
+                      "shell": "Builtin", "apply_patch": "Builtin"}
 
 
 class ServerToolChoice(StrictModel):
@@ -89,8 +133,9 @@ class ServerToolChoice(StrictModel):
 
 
 AllowedTool = Annotated[
-    Annotated[FunctionChoice, Tag("Function")] | Annotated[ServerToolChoice, Tag("Server")],
-    Discriminator(tag_by_type({"function": "Function", **dict.fromkeys(SERVER_TOOL_TYPES, "Server")})),
+    Annotated[FunctionChoice, Tag("Function")] | Annotated[CustomChoice, Tag("Custom")]
+    | Annotated[BuiltinChoice, Tag("Builtin")] | Annotated[ServerToolChoice, Tag("Server")],
+    Discriminator(tag_by_type({**_NAMED_CHOICE_TAGS, **dict.fromkeys(SERVER_TOOL_TYPES, "Server")})),
 ]
 
 
@@ -103,8 +148,9 @@ class AllowedTools(StrictModel):
 ToolChoice = (
     Literal["none", "auto", "required"]
     | Annotated[
-        Annotated[FunctionChoice, Tag("Function")] | Annotated[AllowedTools, Tag("AllowedTools")],
-        Discriminator(tag_by_type({"function": "Function", "allowed_tools": "AllowedTools"})),
+        Annotated[FunctionChoice, Tag("Function")] | Annotated[CustomChoice, Tag("Custom")]
+        | Annotated[BuiltinChoice, Tag("Builtin")] | Annotated[AllowedTools, Tag("AllowedTools")],
+        Discriminator(tag_by_type({**_NAMED_CHOICE_TAGS, "allowed_tools": "AllowedTools"})),
     ]
 )
 
@@ -118,7 +164,8 @@ def refuse_unserved_tools(tools: Any, tool_choice: Any) -> None:
         if tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
             for inner, function in enumerate(tool["tools"]):
                 if isinstance(function, dict):
-                    _refuse_type(function.get("type"), f"tools[{index}].tools[{inner}].type", ("function",))
+                    _refuse_type(function.get("type"), f"tools[{index}].tools[{inner}].type",
+                                 ("function", "custom"))
     if isinstance(tool_choice, dict):
         if tool_choice.get("type") in SERVER_TOOL_TYPES:
             raise FieldRejected(
@@ -126,13 +173,13 @@ def refuse_unserved_tools(tools: Any, tool_choice: Any) -> None:
                 f"tool_choice cannot force the '{tool_choice.get('type')}' tool: it runs on "
                 "the server's side, which this server does not offer the model.",
             )
-        _refuse_type(tool_choice.get("type"), "tool_choice.type", ("function", "allowed_tools"),
-                     what="tool_choice type")
+        _refuse_type(tool_choice.get("type"), "tool_choice.type",
+                     (*_NAMED_CHOICE_TAGS, "allowed_tools"), what="tool_choice type")
         allowed = tool_choice.get("tools") if tool_choice.get("type") == "allowed_tools" else None
         for index, entry in enumerate(allowed if isinstance(allowed, list) else []):
             if isinstance(entry, dict):
                 _refuse_type(entry.get("type"), f"tool_choice.tools[{index}].type",
-                             ("function", *SERVER_TOOL_TYPES))
+                             (*_NAMED_CHOICE_TAGS, *SERVER_TOOL_TYPES))
 
 
 def _refuse_type(
@@ -146,18 +193,20 @@ def _refuse_type(
         )
 
 
-def callable_names(tools: list[FunctionTool | NamespaceTool | ServerTool]) -> dict[str, str]:
-    """Every function the model may call, by the name it writes -> the param naming it.
-    Duplicates are a 400 on the later one."""
+def callable_names(tools: list[AnyTool]) -> dict[str, str]:
+    """Every tool the model may call, by the name it writes -> the param naming it (a
+    built-in is named by its type). Duplicates are a 400 on the later one."""
     names: dict[str, str] = {}
     for index, tool in enumerate(tools):
-        if isinstance(tool, ServerTool):
+        if not offered(tool):
             continue
         if isinstance(tool, NamespaceTool):
             entries = [(f"{tool.name}.{function.name}", f"tools[{index}].tools[{inner}].name")
                        for inner, function in enumerate(tool.tools)]
-        else:
+        elif isinstance(tool, FunctionTool | CustomTool):
             entries = [(tool.name, f"tools[{index}].name")]
+        else:
+            entries = [(tool.type, f"tools[{index}].type")]
         for name, param in entries:
             if name in names:
                 raise FieldRejected(param, f"The tool name '{name}' is used twice.")
@@ -169,15 +218,18 @@ def check_tool_choice(tool_choice: Any, names: dict[str, str]) -> None:
     """`required`, a named function or allowed_tools need tools that exist."""
     if tool_choice == "required" and not names:
         raise FieldRejected("tool_choice", "tool_choice 'required' needs at least one function in 'tools'.")
-    if isinstance(tool_choice, FunctionChoice) and tool_choice.name not in names:
-        raise FieldRejected("tool_choice.name", f"No function named '{tool_choice.name}' is in 'tools'.")
+    if isinstance(tool_choice, BuiltinChoice) and tool_choice.name not in names:
+        raise FieldRejected("tool_choice.type", f"No '{tool_choice.type}' tool is in 'tools'.")
+    if isinstance(tool_choice, FunctionChoice | CustomChoice) and tool_choice.name not in names:
+        raise FieldRejected("tool_choice.name", f"No {tool_choice.type} tool named "
+                            f"'{tool_choice.name}' is in 'tools'.")
     if isinstance(tool_choice, AllowedTools):
         if tool_choice.mode == "required" and not any(
-            isinstance(entry, FunctionChoice) for entry in tool_choice.tools
+            not isinstance(entry, ServerToolChoice) for entry in tool_choice.tools
         ):
             raise FieldRejected("tool_choice.tools",
                                 "allowed_tools in 'required' mode needs at least one function.")
         for index, entry in enumerate(tool_choice.tools):
-            if isinstance(entry, FunctionChoice) and entry.name not in names:
+            if not isinstance(entry, ServerToolChoice) and entry.name not in names:
                 raise FieldRejected(f"tool_choice.tools[{index}].name",
                                     f"No function named '{entry.name}' is in 'tools'.")

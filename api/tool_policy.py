@@ -11,7 +11,7 @@ from typing import Literal
 
 from api.errors import APIError
 from api.request_model import ResponsesRequest
-from api.tool_models import ServerTool
+from api.tool_models import offered
 
 ServerToolPolicy = Literal["omit", "reject"]
 
@@ -20,7 +20,7 @@ def check_server_tools(request: ResponsesRequest, policy: ServerToolPolicy) -> N
     if policy == "omit":
         return
     for index, tool in enumerate(request.tools or []):
-        if isinstance(tool, ServerTool):
+        if not offered(tool):
             raise APIError(
                 400, f"The tool type '{tool.type}' runs on the server's side, which this server "
                 "does not offer (SPATE_SERVER_TOOLS=reject).",

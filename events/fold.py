@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from events.builtin_tools import builtin_item
 from events.generation import (
     GenerationFailed,
     GenerationFinished,
@@ -23,6 +24,7 @@ from events.generation import (
 from events.ids import item_id
 from events.request import RequestAccepted
 from events.response_object import (
+    custom_tool_call_item,
     function_call_item,
     logprob_objects,
     message_item,
@@ -47,7 +49,7 @@ class UnknownEventType(TypeError):
 
 @dataclass(slots=True)
 class _OpenItem:
-    kind: str  # "reasoning", "message" or "function_call"
+    kind: str  # "reasoning", "message", or "call" (call.kind says which tool)
     output_index: int
     id: str
     # The text, or a function call's arguments, in deltas.
@@ -56,7 +58,8 @@ class _OpenItem:
     call: ToolCallStarted | None = None
 
 
-_ITEM_ID_PREFIX = {"reasoning": "rs", "message": "msg", "function_call": "fc"}
+_ITEM_ID_PREFIX = {"reasoning": "rs", "message": "msg", "function": "fc", "custom": "ctc",
+                   "local_shell": "lsc", "shell": "sc", "apply_patch": "apc"}
 
 
 class ResponseFold:
@@ -121,9 +124,9 @@ class ResponseFold:
             case ToolCallStarted():
                 self._start()
                 self._close_item("completed")
-                self._open_item("function_call", event)
+                self._open_item("call", event)
             case ToolCallEnded():
-                if self._open is not None and self._open.kind == "function_call":
+                if self._open is not None and self._open.kind == "call":
                     self._close_item("completed")
             case GenerationFinished():
                 self._start()
@@ -196,13 +199,15 @@ class ResponseFold:
 
     def _on_arguments(self, delta: str) -> None:
         item = self._open
-        if not delta or item is None or item.kind != "function_call":
+        if not delta or item is None or item.call is None:
             return
         item.text.append(delta)
-        self._emit(
-            "response.function_call_arguments.delta",
-            item_id=item.id, output_index=item.output_index, delta=delta,
-        )
+        location = {"item_id": item.id, "output_index": item.output_index}
+        if item.call.kind == "function":
+            self._emit("response.function_call_arguments.delta", **location, delta=delta)
+        elif item.call.kind == "custom":
+            self._emit("response.custom_tool_call_input.delta", **location, delta=delta)
+        # A built-in's item comes whole when its call closes: its action is parsed JSON.
 
     def _finish(self, event: GenerationFinished) -> None:
         item_status = "completed" if event.finish_reason == "stop" else "incomplete"
@@ -226,13 +231,15 @@ class ResponseFold:
         output_index = self._next_output_index
         self._next_output_index += 1
         response_id = self._accepted.response_id
-        new_id = item_id(response_id, _ITEM_ID_PREFIX[kind], output_index)
-        item = _OpenItem(kind, output_index, new_id, call=call)
+        prefix = _ITEM_ID_PREFIX[call.kind if call is not None else kind]
+        item = _OpenItem(kind, output_index, item_id(response_id, prefix, output_index), call=call)
         self._open = item
-        if kind == "function_call":
-            # A function call has no content parts: its arguments stream on the item itself.
-            added = self._item_snapshot(item, "in_progress")
-            self._emit("response.output_item.added", output_index=output_index, item=added)
+        if call is not None:
+            # A call has no content parts: a function's arguments and a custom tool's input
+            # stream on the item itself; a built-in's item is added once its action is whole.
+            if call.kind in ("function", "custom"):
+                added = self._item_snapshot(item, "in_progress")
+                self._emit("response.output_item.added", output_index=output_index, item=added)
             return item
         if kind == "reasoning":
             added, part = reasoning_item(item.id, None, "in_progress"), {"type": "reasoning_text", "text": ""}
@@ -250,11 +257,15 @@ class ResponseFold:
         if item is None:
             return
         text = "".join(item.text)
-        if item.kind == "function_call":
-            self._emit(
-                "response.function_call_arguments.done",
-                item_id=item.id, output_index=item.output_index, arguments=text,
-            )
+        if item.call is not None:
+            location = {"item_id": item.id, "output_index": item.output_index}
+            if item.call.kind == "function":
+                self._emit("response.function_call_arguments.done", **location, arguments=text)
+            elif item.call.kind == "custom":
+                self._emit("response.custom_tool_call_input.done", **location, input=text)
+            else:
+                added = self._item_snapshot(item, "in_progress")
+                self._emit("response.output_item.added", output_index=item.output_index, item=added)
             self._done_item(item, status)
             return
         location = {"item_id": item.id, "output_index": item.output_index, "content_index": 0}
@@ -277,7 +288,12 @@ class ResponseFold:
         text = "".join(item.text)
         if item.call is not None:
             call = item.call
-            return function_call_item(item.id, call.call_id, call.name, call.namespace, text, status)
+            if call.kind == "function":
+                return function_call_item(item.id, call.call_id, call.name, call.namespace, text,
+                                          status)
+            if call.kind == "custom":
+                return custom_tool_call_item(item.id, call.call_id, call.name, call.namespace, text)
+            return builtin_item(call.kind, item.id, call.call_id, text, status)
         if item.kind == "reasoning":
             return reasoning_item(item.id, text, status)
         return message_item(item.id, text, list(item.logprobs), status)

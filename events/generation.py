@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from events.envelope import Event
+from events.request import ToolKind
 
 # "tool_call": the arguments of the function call a tool_call.started opened.
 Channel = Literal["reasoning", "text", "tool_call"]
@@ -83,6 +84,8 @@ class ToolCallStarted(Event):
     # The function's own name; `namespace` names the namespace tool holding it, if any.
     name: str
     namespace: str | None = None
+    # A custom tool's call streams its input text; a built-in's becomes its own item type.
+    kind: ToolKind = "function"
 
 
 class ToolCallEnded(Event):

@@ -10,17 +10,23 @@ from events.envelope import Event
 from events.request_settings import Priority, ThinkingTokenBudget
 from events.sampling_settings import SamplingSettings
 
+# What a tool is: a function (JSON arguments), a custom tool (free text input), or a
+# client-run built-in with a fixed schema (events/builtin_tools.py), called like a function.
+ToolKind = Literal["function", "custom", "local_shell", "shell", "apply_patch"]
+
 
 class ToolCall(BaseModel):
-    """A function call an assistant turn made (a `function_call` input item)."""
+    """A call an assistant turn made (a `function_call`, `custom_tool_call` or built-in
+    call input item)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     call_id: str
     # As the model writes it: `<namespace>.<name>` for a function inside a namespace.
     name: str
-    # The arguments as JSON text, as the client sent them back.
+    # The arguments as JSON text, as the client sent them back; a custom tool's input text.
     arguments: str
+    kind: ToolKind = "function"
 
 
 class ChatMessage(BaseModel):
@@ -38,19 +44,33 @@ class ChatMessage(BaseModel):
     reasoning: str | None = None
 
 
+class CustomInputGrammar(BaseModel):
+    """What a custom tool's input text must match: a Lark grammar or a regex."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    syntax: Literal["lark", "regex"]
+    definition: str
+
+
 class ToolDefinition(BaseModel):
-    """A function the model may call: a `function` tool, or one inside a `namespace` tool."""
+    """A tool the model may call: a `function` tool, one inside a `namespace` tool, a
+    `custom` tool, or a client-run built-in (`local_shell`, `shell`, `apply_patch`)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     # As the model writes it: `<namespace>.<name>` inside a namespace.
     name: str
     description: str | None = None
-    # JSON schema of the arguments (an object); None: any JSON object.
+    # JSON schema of the arguments (an object); None: any JSON object. Custom tools: None.
     parameters: dict[str, Any] | None = None
     namespace: str | None = None
-    # The request field holding `parameters`, named by the error when it cannot be compiled.
+    # The request field holding `parameters` (or a custom tool's grammar), named by the
+    # error when it cannot be compiled.
     param: str = "tools"
+    kind: ToolKind = "function"
+    # A custom tool's input grammar; None: free text.
+    input_grammar: CustomInputGrammar | None = None
 
 
 class AnswerConstraint(BaseModel):

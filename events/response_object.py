@@ -76,6 +76,17 @@ def function_call_item(
     return item
 
 
+def custom_tool_call_item(
+    item_id: str, call_id: str, name: str, namespace: str | None, text: str
+) -> dict[str, Any]:
+    """A custom tool's call: its input is the text the model wrote (the item has no status)."""
+    item = {"id": item_id, "type": "custom_tool_call", "call_id": call_id, "name": name,
+            "input": text}
+    if namespace is not None:
+        item["namespace"] = namespace
+    return item
+
+
 # Echoed fields with the value a Response carries when the request left them out.
 ECHO_DEFAULTS: dict[str, Any] = {
     "instructions": None,

@@ -118,6 +118,20 @@ both by constrained decoding, as it does `text.format` (`json_object`, `json_sch
 (an unsupported schema keyword, a malformed regex) is a 400 naming the field. An answer cut
 by `max_output_tokens` is incomplete, and so is its JSON.
 
+`custom` tools take text, not JSON. Their input is free text, or held by constrained
+decoding to the tool's `format`: a `grammar` in `regex` syntax, or in `lark` syntax (read
+by Lark and compiled into the same grammar engine as JSON schemas; terminal flags such as
+`"x"i` have no equivalent and are a 400 naming `tools[i].format`). A call streams as
+`response.output_item.added` (a `custom_tool_call` item with empty `input`),
+`response.custom_tool_call_input.delta` events, `response.custom_tool_call_input.done` and
+`response.output_item.done`; send it back as a `custom_tool_call` item with a
+`custom_tool_call_output`. The model writes these calls as
+`<custom_tool_call name="...">` blocks, described to it in the system prompt.
+`local_shell`, `shell` and `apply_patch` are offered as tools with the fixed schemas of
+`events/builtin_tools.py`; a call comes back as a `local_shell_call` (`action.command`),
+`shell_call` (`action.commands`) or `apply_patch_call` (`operation`) item, added and done
+once its action is whole, and is answered with the matching `*_output` item.
+
 The tool-call format's markup (`<tool_call>` blocks) never reaches the answer as text. A call
 cut by `max_output_tokens` is a `function_call` item with `status: "incomplete"` and the
 arguments written so far, once its name is complete; cut before that, it leaves no item at

@@ -109,3 +109,34 @@ def test_a_key_the_sdk_does_not_define_is_still_a_400() -> None:
     with pytest.raises(FieldRejected) as refused:
         ResponsesRequest.model_validate({"model": "m", "input": "hi", "not_a_field": 1})
     assert refused.value.param == "not_a_field"
+
+
+def test_every_tool_type_has_a_treatment() -> None:
+    from openai.types.responses.tool_param import ToolParam
+
+    from api.tool_models import SERVED_TOOL_TYPES
+
+    sdk_types = set()
+    for member in get_args(ToolParam):
+        sdk_types |= literal_values(typing.get_type_hints(member)["type"])
+    assert sdk_types - {"function"} and sdk_types <= set(SERVED_TOOL_TYPES), (
+        sorted(sdk_types - set(SERVED_TOOL_TYPES)))
+    for tool_type in sorted(sdk_types):
+        body = {"type": tool_type, "name": "t", "description": "d", "tools": [
+            {"type": "function", "name": "f"}]} if tool_type == "namespace" else (
+            {"type": tool_type, "name": "t"} if tool_type in ("function", "custom") else
+            {"type": tool_type})
+        ResponsesRequest.model_validate({"model": "m", "input": "hi", "tools": [body]})
+
+
+def test_every_input_item_of_a_client_tool_is_taken() -> None:
+    from openai.types.responses import response_input_item_param as items
+
+    from api.input_items import ITEM_TAGS
+
+    sdk_types = set()
+    for name in ("ResponseCustomToolCallParam", "ResponseCustomToolCallOutputParam",
+                 "LocalShellCall", "LocalShellCallOutput", "ShellCall", "ShellCallOutput",
+                 "ApplyPatchCall", "ApplyPatchCallOutput"):
+        sdk_types |= literal_values(typing.get_type_hints(getattr(items, name))["type"])
+    assert sdk_types <= set(ITEM_TAGS), sorted(sdk_types - set(ITEM_TAGS))

@@ -44,7 +44,7 @@ def test_a_call_becomes_started_argument_deltas_and_ended() -> None:
     second = steps.of(output(CALL[40:], [2], finish_reason="stop"))
     events = first + second
     started = [fields for kind, fields in events if kind is ToolCallStarted]
-    assert started == [{"call_id": "call_ab_0", "name": "find", "namespace": "crm"}]
+    assert started == [{"call_id": "call_ab_0", "name": "find", "namespace": "crm", "kind": "function"}]
     arguments = "".join(f["text"] for kind, f in events if kind is TokensGenerated and f["channel"] == "tool_call")
     ended = [fields for kind, fields in events if kind is ToolCallEnded]
     assert ended == [{"call_id": "call_ab_0", "arguments": '{"id": 7}'}] and arguments == '{"id": 7}'
@@ -70,7 +70,7 @@ def test_a_resumed_response_catches_up_silently_and_numbers_calls_on() -> None:
     events = steps.of(output("\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
                              [4], finish_reason="stop", replayed=CALL))
     started = [fields for kind, fields in events if kind is ToolCallStarted]
-    assert started == [{"call_id": "call_ab_1", "name": "now", "namespace": None}]
+    assert started == [{"call_id": "call_ab_1", "name": "now", "namespace": None, "kind": "function"}]
 
 
 def test_tool_choice_none_leaves_the_text_alone() -> None:

@@ -12,14 +12,19 @@ hermes format, or both; compiled for the model, with errors that name the reques
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from xgrammar import CompiledGrammar
 
 from events import AnswerConstraint, RequestAccepted, ToolDefinition
+from events.request import CustomInputGrammar
 from workers.engine.grammar import GrammarCompiler, GrammarError
+from workers.output.custom_tool_calls import CUSTOM_CLOSE_TAG, CUSTOM_HEADER_END, CUSTOM_OPEN_TAG
+from workers.output.lark_grammar import lark_to_ebnf
 from workers.output.tool_calls import CLOSE_TAG, OPEN_TAG, callable_tools
 
 # At most this much whitespace in a row inside generated JSON: valid JSON either way, and
@@ -49,20 +54,33 @@ def answer_format(request: RequestAccepted) -> dict[str, Any] | None:
     if request.tool_choice == "required":
         return calls
     if constraint is None:
-        return {"type": "triggered_tags", "triggers": [OPEN_TAG], "tags": tags,
+        triggers = sorted({CUSTOM_OPEN_TAG if tool.kind == "custom" else OPEN_TAG for tool in tools})
+        return {"type": "triggered_tags", "triggers": triggers, "tags": tags,
                 "stop_after_first": only_one}
     return {"type": "or", "elements": [calls, constraint]}
 
 
 def call_tag(tool: ToolDefinition) -> dict[str, Any]:
     """`<tool_call>\\n{"name": "<name>", "arguments": <arguments>}\\n</tool_call>`: the name is
-    written by the grammar, the arguments follow the tool's schema."""
+    written by the grammar, the arguments follow the tool's schema. A custom tool's block
+    (workers/output/custom_tool_calls.py) holds its input: free text, or its grammar."""
+    if tool.kind == "custom":
+        return {"type": "tag", "begin": f"{CUSTOM_OPEN_TAG}{tool.name}{CUSTOM_HEADER_END}",
+                "content": custom_input_format(tool.input_grammar), "end": CUSTOM_CLOSE_TAG}
     return {
         "type": "tag",
         "begin": f'{OPEN_TAG}\n{{"name": {json.dumps(tool.name)}, "arguments": ',
         "content": json_format(tool.parameters or ANY_OBJECT),
         "end": f"}}\n{CLOSE_TAG}",
     }
+
+
+def custom_input_format(grammar: CustomInputGrammar | None) -> dict[str, Any]:
+    if grammar is None:
+        return {"type": "any_text"}
+    if grammar.syntax == "regex":
+        return {"type": "regex", "pattern": grammar.definition}
+    return {"type": "grammar", "grammar": lark_to_ebnf(grammar.definition)}
 
 
 def json_format(schema: dict[str, Any]) -> dict[str, Any]:
@@ -89,11 +107,9 @@ def compile_answer_grammar(
     compiler: GrammarCompiler, request: RequestAccepted
 ) -> CompiledGrammar | None:
     """The compiled grammar of the request's answer, or None when it is free."""
-    fmt = answer_format(request)
-    if fmt is None:
-        return None
     try:
-        return compiler.compile(fmt)
+        fmt = answer_format(request)
+        return None if fmt is None else compiler.compile(fmt)
     except GrammarError as error:
         param = _culprit(compiler, request)
         raise ConstraintError(f"The grammar for '{param}' does not compile: {_clean(error)}",
@@ -102,13 +118,16 @@ def compile_answer_grammar(
 
 def _culprit(compiler: GrammarCompiler, request: RequestAccepted) -> str:
     """Compiles each part alone to find the field whose grammar fails."""
-    parts = [(tool.param, call_tag(tool)) for tool in callable_tools(request)]
-    constraint = constraint_format(request.answer_constraint)
-    if request.answer_constraint is not None and constraint is not None:
-        parts.append((request.answer_constraint.param, constraint))
+    parts: list[tuple[str, Callable[[], dict[str, Any] | None]]] = [
+        (tool.param, functools.partial(call_tag, tool)) for tool in callable_tools(request)]
+    if request.answer_constraint is not None:
+        parts.append((request.answer_constraint.param,
+                      lambda: constraint_format(request.answer_constraint)))
     for param, fmt in parts:
         try:
-            compiler.compile(fmt)
+            built = fmt()
+            if built is not None:
+                compiler.compile(built)
         except GrammarError:
             return param
     return "tools" if parts and parts[0][0].startswith("tools") else "text.format"

@@ -25,10 +25,10 @@ class ToolCallEvents:
     def __init__(self, request: RequestAccepted) -> None:
         self.response_id = request.response_id
         self._parser = ToolCallParser()
-        # The name the model writes -> (namespace, the function's own name).
+        # The name the model writes -> (namespace, the tool's own name, its kind).
         self._names = {
-            tool.name: (tool.namespace, tool.name.removeprefix(f"{tool.namespace}."))
-            if tool.namespace else (None, tool.name)
+            tool.name: (tool.namespace, tool.name.removeprefix(f"{tool.namespace}.")
+                        if tool.namespace else tool.name, tool.kind)
             for tool in request.tools
         }
         # Logprobs of answer tokens whose text the parser still holds; they go out with the
@@ -60,9 +60,10 @@ class ToolCallEvents:
                                                  "logprobs": logprobs}))
             elif isinstance(piece, CallStarted):
                 self._logprobs = []
-                namespace, name = self._names.get(piece.name, (None, piece.name))
+                namespace, name, kind = self._names.get(piece.name, (None, piece.name, "function"))
                 events.append((ToolCallStarted, {"call_id": self._call_id(piece.index),
-                                                 "name": name, "namespace": namespace}))
+                                                 "name": name, "namespace": namespace,
+                                                 "kind": kind}))
             elif isinstance(piece, ArgumentsDelta):
                 events.append((TokensGenerated, {"channel": "tool_call", "text": piece.text}))
             elif isinstance(piece, CallEnded):

@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 
 from events import RequestAccepted, ToolDefinition
+from workers.output.custom_tool_calls import CUSTOM_OPEN_TAG, CustomCallScanner
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
@@ -66,7 +67,7 @@ class ToolCallParser:
 
     def __init__(self) -> None:
         self._text = ""  # text not yet given out, outside a call
-        self._call: _CallScanner | None = None
+        self._call: _CallScanner | CustomCallScanner | None = None
         self._after_call = False  # whitespace right after a call is skipped
         self.num_calls = 0
 
@@ -98,13 +99,14 @@ class ToolCallParser:
                 return ""
             self._after_call = False
         self._text += text
-        start = self._text.find(OPEN_TAG)
+        start, tag = _first_open_tag(self._text)
         if start >= 0:
-            before, rest = self._text[:start].rstrip(), self._text[start + len(OPEN_TAG):]
+            before, rest = self._text[:start].rstrip(), self._text[start + len(tag):]
             if before:
                 pieces.append(MessageText(before))
             self._text = ""
-            self._call = _CallScanner(self.num_calls)
+            self._call = (_CallScanner(self.num_calls) if tag == OPEN_TAG
+                          else CustomCallScanner(self.num_calls))
             return rest
         # Hold what could still open a call, and the whitespace before it.
         undecided = _open_tag_prefix_length(self._text)
@@ -114,7 +116,9 @@ class ToolCallParser:
             self._text = self._text[ready:]
         return ""
 
-    def _feed_call(self, call: _CallScanner, text: str, pieces: list[Piece]) -> str:
+    def _feed_call(
+        self, call: _CallScanner | CustomCallScanner, text: str, pieces: list[Piece]
+    ) -> str:
         rest = call.feed(text)
         self._report(call, pieces)
         if not call.closed:
@@ -125,7 +129,7 @@ class ToolCallParser:
         self._after_call = True
         return rest
 
-    def _report(self, call: _CallScanner, pieces: list[Piece]) -> None:
+    def _report(self, call: _CallScanner | CustomCallScanner, pieces: list[Piece]) -> None:
         """A call starts once its name and the start of its arguments are known (or it
         closed or was cut without arguments); then its arguments go out as they come."""
         ended = call.closed or call.cut
@@ -142,12 +146,20 @@ class ToolCallParser:
             pieces.append(CallEnded(call.index, call.arguments()))
 
 
+def _first_open_tag(text: str) -> tuple[int, str]:
+    """Where the first call block opens in `text`, and with which tag; -1 for none."""
+    found = [(start, tag) for tag in (OPEN_TAG, CUSTOM_OPEN_TAG)
+             if (start := text.find(tag)) >= 0]
+    return min(found) if found else (-1, OPEN_TAG)
+
+
 def _open_tag_prefix_length(text: str) -> int:
-    """Length of the longest end of `text` that is a proper beginning of the open tag."""
-    for length in range(min(len(text), len(OPEN_TAG) - 1), 0, -1):
-        if text.endswith(OPEN_TAG[:length]):
-            return length
-    return 0
+    """Length of the longest end of `text` that is a proper beginning of an open tag."""
+    return max(
+        (length for tag in (OPEN_TAG, CUSTOM_OPEN_TAG)
+         for length in range(min(len(text), len(tag) - 1), 0, -1) if text.endswith(tag[:length])),
+        default=0,
+    )
 
 
 class _CallScanner:

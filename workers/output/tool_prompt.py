@@ -14,6 +14,7 @@ from typing import Any
 
 from events import ChatMessage, RequestAccepted, ToolDefinition
 from workers.model.chat_template import ChatTemplate
+from workers.output.custom_tool_calls import custom_block
 from workers.output.tool_calls import CLOSE_TAG, OPEN_TAG
 
 TOOLS_PROMPT = """# Tools
@@ -30,6 +31,16 @@ For each function call, return a json object with function name and arguments wi
 <tool_call>
 {{"name": <function-name>, "arguments": <args-json-object>}}
 </tool_call>"""
+
+CUSTOM_TOOLS_PROMPT = """# Custom tools
+
+These tools take plain text, not JSON:
+{tools}
+
+To call one, write its input inside a custom_tool_call block:
+<custom_tool_call name="<tool-name>">
+<input>
+</custom_tool_call>"""
 
 _PROBE_TOOL = {"type": "function", "function": {"name": "probe_tool_rendering", "parameters": {}}}
 
@@ -54,15 +65,22 @@ class ToolPrompt:
         self, request: RequestAccepted
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
         # With tool_choice "none" the model is not offered the tools at all.
-        tools = [_tool_json(tool) for tool in request.tools] if request.tool_choice != "none" else []
+        offered = request.tools if request.tool_choice != "none" else ()
+        tools = [_tool_json(tool) for tool in offered if tool.kind != "custom"]
+        customs = [_custom_json(tool) for tool in offered if tool.kind == "custom"]
         if self.native:
-            return [_native_message(message) for message in request.messages], tools or None
-        messages = _written_out(request.messages)
-        if tools:
-            _add_system_prompt(messages, TOOLS_PROMPT.format(
-                tools="\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
-            ))
-        return messages, None
+            messages = [_native_message(message) for message in request.messages]
+        else:
+            messages = _written_out(request.messages)
+            if tools:
+                _add_system_prompt(messages, TOOLS_PROMPT.format(
+                    tools="\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+                ))
+        if customs:
+            # No chat template knows custom tools: they are always described in the prompt.
+            _add_system_prompt(messages, CUSTOM_TOOLS_PROMPT.format(
+                tools="\n".join(json.dumps(tool, ensure_ascii=False) for tool in customs)))
+        return messages, (tools or None) if self.native else None
 
 
 def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
@@ -71,6 +89,16 @@ def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
         function["description"] = tool.description
     function["parameters"] = tool.parameters or {"type": "object"}
     return {"type": "function", "function": function}
+
+
+def _custom_json(tool: ToolDefinition) -> dict[str, Any]:
+    described: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        described["description"] = tool.description
+    if tool.input_grammar is not None:
+        described["input_format"] = {"syntax": tool.input_grammar.syntax,
+                                     "definition": tool.input_grammar.definition}
+    return described
 
 
 def _base_message(message: ChatMessage) -> dict[str, Any]:
@@ -82,11 +110,16 @@ def _base_message(message: ChatMessage) -> dict[str, Any]:
 
 def _native_message(message: ChatMessage) -> dict[str, Any]:
     rendered = _base_message(message)
-    if message.tool_calls:
+    customs = [custom_block(call.name, call.arguments) for call in message.tool_calls
+               if call.kind == "custom"]
+    if customs:  # no template renders these: they are written into the turn's text
+        rendered["content"] = "\n".join([message.content, *customs] if message.content else customs)
+    calls = [call for call in message.tool_calls if call.kind != "custom"]
+    if calls:
         rendered["tool_calls"] = [
             {"id": call.call_id, "type": "function",
              "function": {"name": call.name, "arguments": _arguments_value(call.arguments)}}
-            for call in message.tool_calls
+            for call in calls
         ]
     if message.tool_call_id is not None:
         rendered["tool_call_id"] = message.tool_call_id
@@ -113,7 +146,8 @@ def _written_out(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
             continue
         current = _base_message(message)
         if message.tool_calls:
-            calls = [_written_call(call.name, call.arguments) for call in message.tool_calls]
+            calls = [custom_block(call.name, call.arguments) if call.kind == "custom"
+                     else _written_call(call.name, call.arguments) for call in message.tool_calls]
             current["content"] = "\n".join([message.content, *calls] if message.content else calls)
         rendered.append(current)
     for turn in rendered:
