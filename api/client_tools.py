@@ -12,8 +12,6 @@ from pydantic import ConfigDict, Discriminator, Field, Tag
 from api.model_base import NAME_PATTERN, StrictModel, tag_by_type
 
 Caller = Literal["direct", "programmatic"]
-# The most grammar text a custom tool may carry: it is compiled on the worker.
-MAX_GRAMMAR_CHARS = 64 * 1024
 
 
 class TextInput(StrictModel):
@@ -23,7 +21,8 @@ class TextInput(StrictModel):
 class GrammarInput(StrictModel):
     type: Literal["grammar"]
     syntax: Literal["lark", "regex"]
-    definition: str = Field(min_length=1, max_length=MAX_GRAMMAR_CHARS)
+    # Bounded with the other grammars (api/limits.py).
+    definition: str = Field(min_length=1)
 
 
 CustomInputFormat = Annotated[

@@ -37,9 +37,9 @@ SCHEMA_BYTES = Limit("a JSON schema (tools[i].parameters, text.format.schema, "
 ENUM_VALUES = Limit("an `enum` in a schema", 256, "values", "one grammar branch each")
 CHOICES = Limit("structured_outputs.choice", 256, "choices", "one grammar branch each")
 CHOICE_CHARS = Limit("structured_outputs.choice[i]", 1024, "characters", "grammar size")
-PATTERN_CHARS = Limit("structured_outputs.regex", 4096, "characters",
+PATTERN_CHARS = Limit("structured_outputs.regex, a custom tool's regex format", 4096, "characters",
                       "compiled into an automaton")
-GRAMMAR_CHARS = Limit("structured_outputs.grammar", 64 * 1024, "characters",
+GRAMMAR_CHARS = Limit("structured_outputs.grammar, a custom tool's Lark format", 64 * 1024, "characters",
                       "compiled for the vocabulary")
 METADATA_PAIRS = Limit("metadata", 16, "pairs", "echoed and stored with the response")
 METADATA_KEY_CHARS = Limit("metadata keys", 64, "characters", "as OpenAI's API")
@@ -66,6 +66,9 @@ def check_limits(event: RequestAccepted) -> None:
     for tool in event.tools:
         if tool.parameters is not None:
             _check_schema(tool.parameters, tool.param)
+        if tool.input_grammar is not None:
+            limit = PATTERN_CHARS if tool.input_grammar.syntax == "regex" else GRAMMAR_CHARS
+            _bounded(len(tool.input_grammar.definition), limit, tool.param)
     constraint = event.answer_constraint
     if constraint is not None:
         if constraint.json_schema is not None:
