@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from api.admission import Admission
 from api.dependency_errors import install_dependency_handlers
 from api.drain import Drain, DrainGate
 from api.encrypted_content import ContentKeys
-from api.errors import APIError, install_error_handlers, request_id_taken
+from api.errors import install_error_handlers
 from api.metrics import ApiMetrics, RequestMetrics
 from api.openapi import install_openapi
 from api.routes import (
@@ -23,10 +22,11 @@ from api.routes import (
     models,
     playground,
     responses,
+    responses_socket,
     stored_responses,
 )
 from api.settings import ApiSettings
-from journal import Journal, PayloadTooLarge, ResponseIdTaken
+from journal import Journal
 from store.projector import Projector
 from store.redis_store import RedisStore
 
@@ -69,22 +69,11 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     install_dependency_handlers(app)
 
-    @app.exception_handler(PayloadTooLarge)
-    async def _too_large_for_bus(_: Request, error: PayloadTooLarge) -> JSONResponse:
-        # Under SPATE_MAX_BODY_BYTES but over what NATS takes in one message.
-        message = (f"The request is too large: as an event it is {error.size} bytes, "
-                   f"and this server takes at most {error.limit}.")
-        return APIError(413, message, code="request_too_large").response()
-
-    @app.exception_handler(ResponseIdTaken)
-    async def _request_id_taken(_: Request, error: ResponseIdTaken) -> JSONResponse:
-        # Another request claimed the log of this client-chosen id first.
-        return request_id_taken(error.response_id).response()
-
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(models.router)
     app.include_router(responses.router)
+    app.include_router(responses_socket.router)
     app.include_router(input_tokens.router)
     app.include_router(stored_responses.router)
     app.include_router(conversations.router)

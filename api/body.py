@@ -77,6 +77,12 @@ async def read_request(request: Request, max_body_bytes: int) -> ResponsesReques
 async def read_body(request: Request, model: type[Body], max_body_bytes: int) -> Body:
     """The body as `model`; a 400 naming the field for anything it refuses, 413 when big."""
     raw = await read_bounded(request, max_body_bytes)
+    return validated(decoded(raw), model)
+
+
+def decoded(raw: bytes | str) -> Any:
+    """The JSON value of a body or a WebSocket message; a 400 for anything not JSON or
+    nested too deep."""
     try:
         body = json.loads(raw, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
@@ -86,6 +92,11 @@ async def read_body(request: Request, model: type[Body], max_body_bytes: int) ->
     if deep is not None:
         raise APIError(400, f"'{deep}' is nested more than {MAX_JSON_DEPTH} levels deep.",
                        param=deep.split(".", 1)[0].split("[", 1)[0] or None, code="invalid_value")
+    return body
+
+
+def validated(body: Any, model: type[Body]) -> Body:
+    """A decoded body as `model`; a 400 naming the field for anything it refuses."""
     try:
         return model.model_validate(body)
     except FieldRejected as error:

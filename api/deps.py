@@ -7,6 +7,7 @@ import hmac
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.requests import HTTPConnection
 
 from api.admission import Admission
 from api.drain import Drain
@@ -48,7 +49,8 @@ def get_content_keys(request: Request) -> ContentKeys:
     return keys
 
 
-def require_api_key(request: Request) -> None:
+def require_api_key(request: HTTPConnection) -> None:
+    """A 401 unless API keys are off or the request (or WebSocket upgrade) presents one."""
     keys = request.app.state.settings.api_key_set
     if not keys:
         return
@@ -56,7 +58,7 @@ def require_api_key(request: Request) -> None:
         raise APIError(401, "Invalid or missing API key.", code="invalid_api_key")
 
 
-def _presented_key(request: Request) -> str | None:
+def _presented_key(request: HTTPConnection) -> str | None:
     """The request's bearer key when it is one of the configured keys; compared in
     constant time, so a probe learns nothing from how long a wrong key takes."""
     header = request.headers.get("authorization", "")
@@ -75,7 +77,7 @@ def _presented_key(request: Request) -> str | None:
 SHARED_OWNER = "shared"
 
 
-def get_owner(request: Request) -> str:
+def get_owner(request: HTTPConnection) -> str:
     """Who a request acts for (the tenant): a digest of the API key (the key itself is
     never stored or published), or SHARED_OWNER when keys are off. It scopes what a
     client can name or reach: stored responses, conversations and items, and the

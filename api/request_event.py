@@ -5,7 +5,9 @@ request builds its event here."""
 
 from __future__ import annotations
 
-from fastapi import Request
+from dataclasses import dataclass
+
+from starlette.requests import HTTPConnection
 
 from api.context import Context, context_of, resolved_references, stored_request, with_context
 from api.encrypted_content import ContentKeys, opened_reasoning
@@ -24,26 +26,50 @@ from journal import Journal
 from store import Store
 
 
+@dataclass(frozen=True, slots=True)
+class BuiltRequest:
+    """A request's event, with the body it was lowered from (sealed reasoning opened,
+    item references resolved, files read) and the earlier turns it builds on."""
+
+    event: RequestAccepted
+    body: ResponsesRequest
+    context: Context
+
+
 async def request_event(
-    request: Request, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    request: HTTPConnection, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
     owner: str, content_keys: ContentKeys,
 ) -> RequestAccepted:
     """The event a create publishes: with the store on, as the store projects it."""
+    built = await built_request(request, journal, settings, body, owner, content_keys)
+    return built.event
+
+
+async def built_request(
+    request: HTTPConnection, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    owner: str, content_keys: ContentKeys, chain: Context | None = None,
+) -> BuiltRequest:
+    """`request_event`, and what it was built from. `chain`: the turns before
+    `previous_response_id` when the caller holds them (a WebSocket connection does), so
+    they are not read from the store, which may be off; the Response echoes the id."""
     check_priority(body, settings.priority_floor)
     check_server_tools(body, settings.server_tools)
     store, body, context, card = await _prepared(
-        request, journal, settings, body, owner, content_keys)
+        request, journal, settings, body, owner, content_keys, chain)
     response_id = await response_id_for(store, body)
     event = accept(with_context(body, context), response_id, card.default_sampling,
                    owner=owner)
     check_limits(event)
     if store is not None:
         event = stored_request(event, body, context)
-    return event
+    elif chain is not None and body.previous_response_id is not None:
+        echo = {**event.echo, "previous_response_id": body.previous_response_id}
+        event = event.model_copy(update={"echo": echo})
+    return BuiltRequest(event, body, context)
 
 
 async def would_be_event(
-    request: Request, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    request: HTTPConnection, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
     owner: str, content_keys: ContentKeys,
 ) -> RequestAccepted:
     """The event a create would publish, never published: a worker renders it as it
@@ -57,16 +83,19 @@ async def would_be_event(
 
 
 async def _prepared(
-    request: Request, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
-    owner: str, content_keys: ContentKeys,
+    request: HTTPConnection, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    owner: str, content_keys: ContentKeys, chain: Context | None = None,
 ) -> tuple[Store | None, ResponsesRequest, Context, ModelCard]:
     """The store the request uses, the body with its sealed reasoning opened, its item
-    references resolved and its files read into text, the earlier turns it builds on,
-    and its model's card."""
+    references resolved and its files read into text, the earlier turns it builds on
+    (`chain` when given), and its model's card."""
     body = opened_reasoning(body, content_keys, owner)
-    store = stateful_store(request, body)
+    store = stateful_store(request, body, chained=chain is not None)
     body = await resolved_references(store, body, owner)
-    context = await context_of(store, body, owner) if store is not None else Context()
+    if chain is not None:
+        context = chain
+    else:
+        context = await context_of(store, body, owner) if store is not None else Context()
     if isinstance(body.input, list):
         check_unique_item_ids(body.input, "input", context.items, earlier_turns(body, context))
     card = await check_model(journal, body)
@@ -90,11 +119,15 @@ def check_priority(body: ResponsesRequest, floor: int) -> None:
                        param="priority", code="invalid_value")
 
 
-def stateful_store(request: Request, body: ResponsesRequest) -> Store | None:
-    """The store this request uses, or None; a 400 for a stateful field it cannot have."""
+def stateful_store(
+    request: HTTPConnection, body: ResponsesRequest, chained: bool = False
+) -> Store | None:
+    """The store this request uses, or None; a 400 for a stateful field it cannot have
+    (`previous_response_id` can do without the store when the caller holds the chain)."""
     store = store_or_none(request)
+    previous = None if chained else body.previous_response_id
     wanted = [name for name, value in (
-        ("background", body.background), ("previous_response_id", body.previous_response_id),
+        ("background", body.background), ("previous_response_id", previous),
         ("conversation", body.conversation)) if value]
     if store is None:
         for name in wanted:

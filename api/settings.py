@@ -36,6 +36,13 @@ class ApiSettings(JournalSettings):
     # A stream whose client has not taken an event for this long is cut (and, unless it
     # runs in the background, its generation cancelled).
     sse_send_timeout_s: float = Field(default=30.0, gt=0)
+    # WebSocket mode, per connection: lanes generating at once (OpenAI's API allows 16
+    # responses at a time on one socket), creates waiting behind them, and the bytes of
+    # history held in memory for `previous_response_id` chains. A message is bounded by
+    # SPATE_MAX_BODY_BYTES like a POST body.
+    ws_max_lanes: int = Field(default=16, ge=1)
+    ws_max_queued: int = Field(default=64, ge=0)
+    ws_held_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     # The most urgent scheduler priority a client may ask for (lower runs first; the
     # default is 0). At 0 nobody can jump ahead of requests at the default; an operator
     # who trusts its clients lowers it, down to -PRIORITY_LIMIT.

@@ -4,6 +4,7 @@ client gets when it is not (404 for stored ids, 400 for fields that need it)."""
 from __future__ import annotations
 
 from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from api.errors import APIError, response_not_found
 from api.fields import STORE_ENV, store_field_message
@@ -11,7 +12,7 @@ from store import Store
 from store.projector import Projector
 
 
-def store_or_none(request: Request) -> Store | None:
+def store_or_none(request: HTTPConnection) -> Store | None:
     return getattr(request.app.state, "store", None)
 
 
@@ -51,7 +52,7 @@ def require_store_for_id(request: Request, response_id: str) -> Store:
     return store
 
 
-def require_store_for_field(request: Request, field: str) -> Store:
+def require_store_for_field(request: HTTPConnection, field: str) -> Store:
     store = store_or_none(request)
     if store is None:
         raise APIError(400, store_field_message(field), param=field, code="invalid_value")

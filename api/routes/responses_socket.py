@@ -1,0 +1,40 @@
+"""WebSocket mode on /v1/responses: the upgrade, authenticated like a POST (the same API
+keys, the same owner), then a SocketSession for the life of the connection."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter, WebSocket
+
+from api.deps import get_owner, require_api_key
+from api.errors import APIError
+from api.socket_session import SocketSession
+
+router = APIRouter()
+log = logging.getLogger("spate.api.socket")
+
+# Closing an upgrade that a server cannot answer with an HTTP status (RFC 6455).
+CLOSE_POLICY_VIOLATION = 1008
+
+
+@router.websocket("/v1/responses")
+async def responses_socket(socket: WebSocket) -> None:
+    try:
+        require_api_key(socket)
+        if socket.app.state.drain.draining:
+            raise socket.app.state.drain.refusal()
+    except APIError as error:
+        await refuse(socket, error)
+        return
+    await socket.accept()
+    await SocketSession(socket, get_owner(socket)).run()
+
+
+async def refuse(socket: WebSocket, error: APIError) -> None:
+    """Answer the upgrade with the status and error body a POST would get, where the
+    server can send one; otherwise close it before accepting."""
+    if "websocket.http.response" in socket.scope.get("extensions", {}):
+        await socket.send_denial_response(error.response())
+    else:
+        await socket.close(CLOSE_POLICY_VIOLATION, error.message[:120])

@@ -1,0 +1,60 @@
+"""One generated or warmed response on a socket: a generated one is published and its
+log folded by the streaming module every transport reads (api/streaming), its events
+sent to the lane; `generate: false` is answered by the connection alone."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from api.encrypted_content import ReasoningSealer
+from api.metrics import ResponseTimer
+from api.request_event import BuiltRequest
+from api.socket_protocol import server_event
+from api.streaming import open_live_response
+from events import GenerationFinished, ResponseFold
+from events.generation import Usage
+
+log = logging.getLogger("spate.api.socket")
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+async def streamed(
+    state: Any, built: BuiltRequest, seal: ReasoningSealer | None, stream_id: str | None,
+    send: Send,
+) -> dict[str, Any] | None:
+    """Publish the request, send its events to the lane, and return the final Response
+    (None when a shutdown cut the stream: the response goes on in its worker). A socket
+    gone before the end cancels the generation unless the response is stored, to be read
+    back later."""
+    event = built.event
+    timer = ResponseTimer(state.metrics, asyncio.get_running_loop().time)
+    live = await open_live_response(state.journal, state.admission, event, None, state.drain,
+                                    claim=built.body.request_id is not None, timer=timer,
+                                    outgoing=seal)
+    log.info("accepted %s for %s on a WebSocket", event.response_id, event.model,
+             extra={"response_id": event.response_id})
+    async with live.serving(cancel_unfinished=not event.store):
+        async for sse in live:
+            await send(server_event(sse, stream_id))
+        if live.cut:
+            await send(server_event(live.cut_notice(), stream_id))
+            return None
+    return live.going_out(live.state.response())
+
+
+async def warmed(built: BuiltRequest, stream_id: str | None, send: Send) -> dict[str, Any]:
+    """`generate: false`: the request checked and lowered as for a generated turn, its
+    history then held by the connection under a response id, with no output. Nothing is
+    published: the response is this connection's alone, and the worker's prefix cache
+    warms at the first generated turn that builds on it."""
+    fold, event = ResponseFold(), built.event
+    finished = GenerationFinished(response_id=event.response_id, seq=event.seq + 1,
+                                  finish_reason="stop", usage=Usage(input_tokens=0, output_tokens=0))
+    for log_event in (event, finished):
+        for sse in fold.apply(log_event):
+            await send(server_event(sse, stream_id))
+    return fold.response()
