@@ -154,6 +154,7 @@ def run_worker(args: argparse.Namespace) -> None:
 
 def run_store(args: argparse.Namespace) -> int:
     from journal import Journal
+    from store.background_slots import BackgroundSlots
     from store.projector import Projector
     from store.redis_store import RedisStore
 
@@ -169,8 +170,9 @@ def run_store(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         journal = Journal(settings, name="spate-store")
-        store = RedisStore(store_url, settings.store_ttl_s)
-        projector = Projector(journal, store)
+        store = RedisStore(store_url, settings.store_ttl_s, pool_size=settings.store_pool_size)
+        slots = BackgroundSlots(store.client, settings.background_slot_ttl_s)
+        projector = Projector(journal, store, slots)
         journal.start()
         projector.start()
         try:

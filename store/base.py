@@ -16,6 +16,8 @@ from store.records import ItemPage, JSONObject, PageOrder, StoredConversation, S
 
 # How long a response or conversation is kept after its last write (SPATE_STORE_TTL_S).
 DEFAULT_TTL_S = 30 * 24 * 3600
+# Dead-letter records kept (the projection's events it gave up on).
+DEAD_LETTERS_KEPT = 1000
 
 
 class Store(ABC):
@@ -95,6 +97,15 @@ class Store(ABC):
         lie beyond the page in the direction it was read. An id that is not in the list
         raises `KeyError`.
         """
+
+    @abstractmethod
+    async def dead_letter(self, response_id: str, seq: int, error: str) -> None:
+        """Record an event the projection could not apply and skips from now on (the
+        newest DEAD_LETTERS_KEPT are kept), with the error it failed with."""
+
+    @abstractmethod
+    async def dead_letters(self) -> list[JSONObject]:
+        """The dead-letter records, newest first: response_id, seq, error, at (epoch s)."""
 
     @abstractmethod
     async def delete_response(self, response_id: str) -> bool:

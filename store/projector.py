@@ -7,6 +7,11 @@ projector keeps the fold of the responses it is projecting; when an event arrive
 does not follow on from its fold (another projector took the ones before, or it just
 started), it rebuilds the fold from the store, and fills from the log whatever the store
 lacks. Responses whose request said `store: false` are never written.
+
+An event that fails for any reason but the store or the bus being away (an event the
+store refuses, a bug) is tried MAX_TRIES times, then goes to the store's dead letters
+with its error and is skipped, along with the rest of its response: it is never retried
+forever, and a failing response never holds up the others.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from events import RequestAccepted, ResponseFold, decode, encode
 from events.codec import EventDecodeError
 from events.fold import TERMINAL_SSE_TYPES
 from journal import Delivery, DurableConsumer, Journal, JournalUnavailable
+from store.background_slots import BackgroundSlots
 from store.base import Store
 from store.errors import SeqGap, StoreError, StoreUnavailable
 
@@ -35,14 +41,23 @@ FINISHED = frozenset({"completed", "incomplete", "failed", "cancelled"})
 SNAPSHOT_SSE_TYPES = frozenset({"response.output_item.added", "response.output_item.done"})
 # How soon a batch the store could not take is delivered again.
 HAND_BACK_DELAY_S = 1.0
+# Tries an event gets (outages aside) before it goes to the dead letters.
+MAX_TRIES = 3
 
 
 class Projector:
-    def __init__(self, journal: Journal, store: Store) -> None:
+    def __init__(
+        self, journal: Journal, store: Store, slots: BackgroundSlots | None = None
+    ) -> None:
         self._journal = journal
         self._store = store
+        # Given back when a background response's end is stored (SPATE_KEY_MAX_BACKGROUND).
+        self._slots = slots
         self._folds: OrderedDict[str, ResponseFold] = OrderedDict()
         self._unstored: OrderedDict[str, None] = OrderedDict()
+        # Failed tries by (response id, seq), and responses given up on (dead letters).
+        self._failures: OrderedDict[tuple[str, int], int] = OrderedDict()
+        self._dead: OrderedDict[str, None] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
         self._feed: DurableConsumer | None = None
 
@@ -73,9 +88,9 @@ class Projector:
                     *(self._project_all(batch) for batch in by_response.values()),
                     return_exceptions=True,
                 )
-                failures = [result for result in results if isinstance(result, BaseException)]
-                if failures:
-                    raise failures[0]
+                outages = [result for result in results if isinstance(result, BaseException)]
+                if outages:
+                    raise outages[0]
             except (StoreUnavailable, JournalUnavailable) as error:
                 # The batch was handed back and comes again: nothing is lost.
                 log.warning("projection paused: %s", error)
@@ -88,13 +103,18 @@ class Projector:
 
     async def _project_all(self, deliveries: list[Delivery]) -> None:
         """One response's deliveries in order; on a failure, this one and the rest are
-        handed back and come again in a second, not after the consumer's ack wait."""
+        handed back and come again in a second, not after the consumer's ack wait. Only
+        an outage is raised (it pauses the projection); other responses go on past any
+        other failure."""
         for index, delivery in enumerate(deliveries):
             try:
                 await self._project(delivery)
-            except Exception:
+            except (StoreUnavailable, JournalUnavailable):
                 await _hand_back(deliveries[index:])
                 raise
+            except Exception:
+                await _hand_back(deliveries[index:])
+                return
 
     async def _project(self, delivery: Delivery) -> None:
         try:
@@ -103,9 +123,37 @@ class Projector:
             log.error("dropping an undecodable event: %s", error)
             await delivery.term()
             return
-        await self.apply(event, delivery.data)
+        if event.response_id not in self._dead:
+            try:
+                await self.apply(event, delivery.data)
+            except (StoreUnavailable, JournalUnavailable):
+                raise
+            except Exception as error:
+                if not await self._gave_up(event, error):
+                    raise
         # Not awaited: a lost ack only redelivers an event the store already has.
         await delivery.ack_soon()
+
+    async def _gave_up(self, event: Any, error: Exception) -> bool:
+        """Count a failed try; at MAX_TRIES, write the dead letter and skip the response
+        from here on (True)."""
+        key = (event.response_id, event.seq)
+        tries = self._failures.pop(key, 0) + 1
+        if tries < MAX_TRIES:
+            log.warning("projecting %s seq %d failed (try %d of %d): %s",
+                        event.response_id, event.seq, tries, MAX_TRIES, error)
+            self._failures[key] = tries
+            while len(self._failures) > CACHED_RESPONSES:
+                self._failures.popitem(last=False)
+            return False
+        log.error("projecting %s seq %d failed %d times; it goes to the dead letters: %s",
+                  event.response_id, event.seq, tries, error, exc_info=error)
+        await self._store.dead_letter(event.response_id, event.seq, f"{type(error).__name__}: {error}")
+        self._folds.pop(event.response_id, None)
+        self._dead[event.response_id] = None
+        while len(self._dead) > CACHED_RESPONSES:
+            self._dead.popitem(last=False)
+        return True
 
     async def catch_up(self, response_id: str) -> bool:
         """Bring the store up to everything the log holds for the response now, itself
@@ -175,6 +223,9 @@ class Projector:
             self._folds.pop(response_id, None)
             if any(sse["type"] in TERMINAL_SSE_TYPES for sse in produced):
                 await self._keep_output(fold)
+                request = fold.request
+                if self._slots is not None and request is not None and request.background:
+                    await self._slots.give_back(request.owner, response_id)
 
     async def _catch_up(self, response_id: str, seq: int) -> ResponseFold | None:
         """The fold of the events before `seq`, or None when there is nothing to do."""

@@ -11,6 +11,10 @@ from dataclasses import dataclass
 PREFIX = "spate"
 
 
+# List: the projection's dead-letter records, newest first (JSON each).
+DEAD_LETTERS_KEY = f"{PREFIX}:dead_letters"
+
+
 def item_key(owner: str | None, item_id: str) -> str:
     """String: one input or output item of `owner` by id (item_reference inputs). The
     owner is a hex digest or 'shared', so ':' cannot occur in it."""

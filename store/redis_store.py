@@ -6,27 +6,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.asyncio.client import PubSub
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from events.fold import TERMINAL_SSE_TYPES
-from store.base import DEFAULT_TTL_S, Store
+from store.base import DEAD_LETTERS_KEPT, DEFAULT_TTL_S, Store
 from store.errors import SeqGap, StoreError
 from store.items import dump, item_args, with_ids
 from store.records import ItemPage, JSONObject, PageOrder, StoredResponse
 from store.redis_conversations import RedisConversations
-from store.redis_keys import ResponseKeys, item_key
+from store.redis_keys import DEAD_LETTERS_KEY, ResponseKeys, item_key
+from store.redis_notifications import Notifications
 from store.redis_scripts import RedisScripts, read_page, translated_errors
 
 # A follower re-reads at least this often, in case a notification was lost (pub/sub does
 # not queue messages across a reconnect).
 FOLLOW_POLL_S = 1.0
+# Connections one store object opens at most (SPATE_STORE_POOL_SIZE); a call past them
+# waits for one to come free.
+DEFAULT_POOL_SIZE = 64
 # Append's script replies (store/lua/append.lua).
 _APPLIED, _DUPLICATE, _GAP, _DELETED = 1, 0, -1, -2
 
@@ -36,22 +40,39 @@ class RedisStore(RedisConversations, Store):
     the pool. The keys are laid out for a Cluster too (one hash slot per response), but
     this client speaks to a single server."""
 
-    def __init__(self, url: str, ttl_s: int = DEFAULT_TTL_S, *, timeout_s: float = 2.0) -> None:
+    def __init__(
+        self, url: str, ttl_s: int = DEFAULT_TTL_S, *, timeout_s: float = 2.0,
+        pool_size: int = DEFAULT_POOL_SIZE,
+    ) -> None:
         if ttl_s < 1:
             raise ValueError(f"ttl_s must be at least 1 second, not {ttl_s}")
         self.ttl_s = ttl_s
-        # Two quick retries ride over a dropped pooled connection (a Redis restart);
-        # past them the caller gets StoreUnavailable at once rather than after the
-        # client's default backoff of several seconds. Every script is safe to retry.
-        self._redis: Redis = Redis.from_url(
+        # One pool of `pool_size` connections for every caller of this process. A call
+        # that finds them all busy waits up to `timeout_s` for one (then StoreUnavailable),
+        # never "Too many connections": a burst queues instead of failing. Two quick
+        # retries ride over a dropped pooled connection (a Redis restart); past them the
+        # caller gets StoreUnavailable at once rather than after the client's default
+        # backoff of several seconds. Every script is safe to retry.
+        pool = BlockingConnectionPool.from_url(
             url,
+            max_connections=pool_size,
+            timeout=timeout_s,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
         )
+        self._redis: Redis = Redis(connection_pool=pool)
         self._scripts = RedisScripts.register(self._redis)
+        # Followers of a response share one subscription (store/redis_notifications.py).
+        self.notifications = Notifications(self._redis)
+
+    @property
+    def client(self) -> Redis:
+        """The shared client, for other Redis users of this process (background slots)."""
+        return self._redis
 
     async def close(self) -> None:
+        await self.notifications.close()
         with contextlib.suppress(RedisError, OSError):
             await self._redis.aclose()
 
@@ -135,15 +156,13 @@ class RedisStore(RedisConversations, Store):
     async def follow_sse(
         self, response_id: str, after: int = -1, *, idle_timeout_s: float | None = None
     ) -> AsyncIterator[JSONObject]:
-        # Subscribe before the first read: an append between the read and the wait then
+        # Watched before the first read: an append between the read and the wait then
         # still wakes the wait, so no event is left waiting for the next poll.
-        pubsub = self._redis.pubsub()
         loop = asyncio.get_running_loop()
-        try:
-            with translated_errors():
-                await pubsub.subscribe(ResponseKeys(response_id).notify)
+        async with self.notifications.watch(ResponseKeys(response_id).notify) as woken:
             quiet_since = loop.time()
             while True:
+                woken.clear()
                 fresh = await self.sse_events(response_id, after)
                 for event in fresh:
                     after = event["sequence_number"]
@@ -161,11 +180,8 @@ class RedisStore(RedisConversations, Store):
                             f"no new events of response {response_id!r} for {idle_timeout_s}s"
                         )
                     wait = min(wait, left)
-                with translated_errors():
-                    await _next_notification(pubsub, wait)
-        finally:
-            with contextlib.suppress(RedisError, OSError):
-                await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(woken.wait(), wait)
 
     async def input_items(
         self,
@@ -188,6 +204,19 @@ class RedisStore(RedisConversations, Store):
                 keys=ResponseKeys(response_id).all(), args=[self.ttl_s]
             )
         return bool(existed)
+
+    async def dead_letter(self, response_id: str, seq: int, error: str) -> None:
+        record = {"response_id": response_id, "seq": seq, "error": error, "at": time.time()}
+        with translated_errors():
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.lpush(DEAD_LETTERS_KEY, json.dumps(record, separators=(",", ":")))
+                pipe.ltrim(DEAD_LETTERS_KEY, 0, DEAD_LETTERS_KEPT - 1)
+                await pipe.execute()
+
+    async def dead_letters(self) -> list[JSONObject]:
+        with translated_errors():
+            values = await self._redis.lrange(DEAD_LETTERS_KEY, 0, -1)
+        return [json.loads(value) for value in values]
 
     async def mark_cancelled(self, response_id: str) -> bool:
         with translated_errors():
@@ -223,15 +252,6 @@ def _first_sequence_number(sse_events: Sequence[Mapping[str, Any]]) -> int:
     if numbers and numbers != list(range(numbers[0], numbers[0] + len(numbers))):
         raise ValueError(f"SSE sequence numbers must rise by 1, got {numbers}")
     return numbers[0] if numbers else 0
-
-
-async def _next_notification(pubsub: PubSub, timeout: float) -> None:
-    """Wait up to `timeout` for a notification, then drop any others already queued:
-    one re-read covers them all."""
-    if await pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout) is None:
-        return
-    while await pubsub.get_message(ignore_subscribe_messages=True, timeout=0) is not None:
-        pass
 
 
 def _text(value: bytes | str) -> str:

@@ -34,6 +34,8 @@ CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "input_items": lambda store: store.input_items(RESPONSE),
     "delete_response": lambda store: store.delete_response(RESPONSE),
     "mark_cancelled": lambda store: store.mark_cancelled(RESPONSE),
+    "dead_letter": lambda store: store.dead_letter(RESPONSE, 0, "ValueError: refused"),
+    "dead_letters": lambda store: store.dead_letters(),
     "is_cancelled": lambda store: store.is_cancelled(RESPONSE),
     "create_conversation": lambda store: store.create_conversation(items=input_items_of(1)),
     "get_conversation": lambda store: store.get_conversation(CONVERSATION),

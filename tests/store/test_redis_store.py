@@ -4,6 +4,8 @@ recovery when Redis comes back."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -94,3 +96,36 @@ async def test_the_store_recovers_when_redis_comes_back(tmp_path: object) -> Non
     finally:
         await store.close()
         server.stop()
+
+
+async def test_followers_of_one_response_share_one_subscription(redis_server: EmbeddedRedis) -> None:
+    """300 followers through a pool of 4 connections: one channel subscribed on the one
+    pub/sub connection, every follower gets every event, and the channel is dropped when
+    the last one goes."""
+    store = RedisStore(redis_server.url, pool_size=4)
+    response_id = new_response_id()
+    log_steps = steps(response_log(response_id))
+    try:
+        await log_steps[0].append_to(store)
+
+        async def follow() -> list[int]:
+            numbers = []
+            async with contextlib.aclosing(store.follow_sse(response_id)) as events:
+                async for event in events:
+                    numbers.append(event["sequence_number"])
+            return numbers
+
+        followers = [asyncio.create_task(follow()) for _ in range(300)]
+        while store.notifications.channels == 0:
+            await asyncio.sleep(0.01)
+        assert store.notifications.channels == 1
+        for step in log_steps[1:]:
+            await step.append_to(store)
+        expected = list(range(sum(len(step.sse_events) for step in log_steps)))
+        assert all(numbers == expected for numbers in await asyncio.gather(*followers))
+        assert store.notifications.channels == 0
+        async with redis.asyncio.Redis.from_url(redis_server.url) as observer:
+            clients = await observer.client_list()
+        assert len(clients) <= 4 + 1 + 1  # the pool, the pub/sub connection, this one
+    finally:
+        await store.close()
