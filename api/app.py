@@ -27,6 +27,7 @@ from api.routes import (
 )
 from api.settings import ApiSettings
 from journal import Journal
+from store.background_slots import BackgroundSlots
 from store.projector import Projector
 from store.redis_store import RedisStore
 
@@ -41,14 +42,20 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         app.state.settings = settings
         app.state.metrics = api_metrics
         app.state.journal = journal
-        app.state.admission = Admission(settings.max_inflight)
+        app.state.admission = Admission(
+            settings.max_inflight, settings.key_max_open, settings.key_max_resumes
+        )
         app.state.store = None
+        app.state.slots = None
         journal.start()
         projector = None
         app.state.projector = None
         if settings.store_url:
-            app.state.store = RedisStore(settings.store_url, settings.store_ttl_s)
-            projector = app.state.projector = Projector(journal, app.state.store)
+            store = app.state.store = RedisStore(
+                settings.store_url, settings.store_ttl_s, pool_size=settings.store_pool_size
+            )
+            app.state.slots = BackgroundSlots(store.client, settings.background_slot_ttl_s)
+            projector = app.state.projector = Projector(journal, store, app.state.slots)
             projector.start()
         try:
             yield

@@ -31,6 +31,17 @@ class ApiSettings(JournalSettings):
     http_max_head_bytes: int = Field(default=16 * 1024, ge=1024)
     # Responses this replica may have open at once; past it, 429 with Retry-After.
     max_inflight: int = Field(default=256, ge=1)
+    # Per API key (one shared owner when keys are off); past each, 429 with Retry-After.
+    # Responses one key holds open on this replica: streaming, non-streaming, and
+    # background ones a client is streaming.
+    key_max_open: int = Field(default=64, ge=1)
+    # Background responses of one key not yet ended (queued or running), counted in the
+    # store so every replica shares the bound.
+    key_max_background: int = Field(default=64, ge=1)
+    # Resumed streams (GET /v1/responses/{id}?stream=true) one key holds on this replica.
+    key_max_resumes: int = Field(default=64, ge=1)
+    # A background slot whose response's end the store never saw is freed after this long.
+    background_slot_ttl_s: int = Field(default=3600, ge=60)
     # Keep-alive comment interval on SSE streams while the model is queued or thinking.
     sse_ping_s: float = Field(default=15.0, gt=0)
     # A stream whose client has not taken an event for this long is cut (and, unless it
@@ -52,6 +63,9 @@ class ApiSettings(JournalSettings):
     server_tools: ServerToolPolicy = "omit"
     # The response store (redis://host:port/db); None (or empty) leaves it off.
     store_url: str | None = None
+    # Redis connections this replica opens at most, shared by every request (a burst past
+    # them waits for one to come free); resumed streams share one subscription besides.
+    store_pool_size: int = Field(default=64, ge=2)
     # Seconds a stored response or conversation lives after its last write.
     store_ttl_s: int = Field(default=DEFAULT_TTL_S, ge=1)
     # Keys that seal reasoning items' encrypted_content (api/encrypted_content.py):

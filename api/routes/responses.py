@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
+from api.admission import background_slot
 from api.body import read_request
 from api.deps import (
     AdmissionDep,
@@ -40,11 +41,12 @@ async def create_response(
     body = await read_request(request, settings.max_body_bytes)
     event = await request_event(request, journal, settings, body, owner, content_keys)
     claim = body.request_id is not None
-    if body.background and not body.stream:
-        return await background_reply(request, journal, event, traceparent, claim=claim)
-    seal = sealer_for(body, content_keys, owner)
-    live = await open_live_response(journal, admission, event, traceparent, drain, claim=claim,
-                                    timer=timer, outgoing=seal)
+    async with background_slot(request, body.background, owner, event.response_id):
+        if body.background and not body.stream:
+            return await background_reply(request, journal, event, traceparent, claim=claim)
+        seal = sealer_for(body, content_keys, owner)
+        live = await open_live_response(journal, admission, event, traceparent, drain,
+                                        claim=claim, timer=timer, outgoing=seal)
     log.info("accepted %s for %s", event.response_id, event.model,
              extra={"response_id": event.response_id, "trace_id": trace_id_of(traceparent)})
     if body.stream:

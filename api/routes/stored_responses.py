@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 
-from api.deps import DrainDep, JournalDep, OwnerDep, SettingsDep, require_api_key
+from api.deps import AdmissionDep, DrainDep, JournalDep, OwnerDep, SettingsDep, require_api_key
 from api.errors import APIError, response_not_found
 from api.normalize import LOGPROBS_INCLUDE
 from api.request_model import INCLUDABLE
@@ -54,7 +54,7 @@ def included(response: dict[str, Any], include: list[str]) -> dict[str, Any]:
 @router.get("/v1/responses/{response_id}")
 async def retrieve(
     request: Request, response_id: str, owner: OwnerDep, settings: SettingsDep, drain: DrainDep,
-    stream: bool = False,
+    admission: AdmissionDep, stream: bool = False,
     starting_after: int | None = Query(default=None, ge=-1),
     include: Annotated[list[str] | None, Query(alias="include[]")] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
@@ -70,7 +70,10 @@ async def retrieve(
     after = starting_after
     if after is None and last_event_id is not None and last_event_id.strip().lstrip("-").isdigit():
         after = int(last_event_id)
-    return resumed_sse_reply(store, response_id, -1 if after is None else after, drain, settings)
+    # Refused before the status line (429); held until the stream ends.
+    slot = admission.admit_resume(owner)
+    return resumed_sse_reply(store, response_id, -1 if after is None else after, drain, settings,
+                             slot)
 
 
 @router.delete("/v1/responses/{response_id}")

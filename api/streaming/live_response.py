@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from api.admission import Admission
+from api.admission import Admission, Slot
 from api.dependency_errors import bus_unavailable
 from api.drain import SHUTTING_DOWN, Drain
 from api.metrics import ResponseTimer
@@ -38,7 +38,7 @@ class LiveResponse:
     """
 
     def __init__(
-        self, follower: LogFollower, journal: Journal, admission: Admission, response_id: str,
+        self, follower: LogFollower, journal: Journal, slot: Slot, response_id: str,
         drain: Drain, timer: ResponseTimer | None = None, outgoing: Outgoing | None = None,
     ) -> None:
         self.response_id = response_id
@@ -47,7 +47,7 @@ class LiveResponse:
         self.cut = False
         self._follower = follower
         self._journal = journal
-        self._admission = admission
+        self._slot = slot
         self._drain = drain
         self._timer = timer
         self._loop = asyncio.get_running_loop()
@@ -134,7 +134,7 @@ class LiveResponse:
             with self._drain.track():
                 yield self
         finally:
-            self._admission.release()
+            self._slot.release()
             await self._follower.close()
             if not self.state.done and cancel_unfinished and not self.cut:
                 self.cancel_for_disconnect()
@@ -154,17 +154,17 @@ async def open_live_response(
     drain: Drain, *, claim: bool, timer: ResponseTimer | None = None,
     outgoing: Outgoing | None = None,
 ) -> LiveResponse:
-    """Take an admission slot, follow the response's log, then publish its request (with
-    `claim`, claiming a client-chosen id): the first event cannot be missed. A failure
-    before the publish gives both back."""
-    admission.admit()
+    """Take an admission slot (the replica's and its owner's), follow the response's log,
+    then publish its request (with `claim`, claiming a client-chosen id): the first event
+    cannot be missed. A failure before the publish gives both back."""
+    slot = admission.admit(event.owner)
     follower = None
     try:
         follower = await journal.follow(event.response_id)
         await journal.publish_request(event, traceparent, claim=claim)
     except BaseException:
-        admission.release()
+        slot.release()
         if follower is not None:
             await follower.close()
         raise
-    return LiveResponse(follower, journal, admission, event.response_id, drain, timer, outgoing)
+    return LiveResponse(follower, journal, slot, event.response_id, drain, timer, outgoing)

@@ -13,11 +13,12 @@ from typing import Any
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 
+from api.admission import Slot
 from api.drain import Drain
 from api.settings import ApiSettings
 from api.streaming.live_response import LiveResponse, cut_notice_after
 from events import TERMINAL_SSE_TYPES
-from store import Store
+from store import Store, StoreError
 
 log = logging.getLogger("spate.api")
 
@@ -84,22 +85,25 @@ async def live_sse(live: LiveResponse, cancel_on_disconnect: bool) -> AsyncItera
 
 
 def resumed_sse_reply(
-    store: Store, response_id: str, after: int, drain: Drain, settings: ApiSettings
+    store: Store, response_id: str, after: int, drain: Drain, settings: ApiSettings,
+    slot: Slot,
 ) -> EventSourceResponse:
-    """The stream of a stored response from the event after `after`."""
+    """The stream of a stored response from the event after `after`, holding `slot` (its
+    key's resumed streams) until it ends."""
     return EventSourceResponse(
-        resumed_sse(store, response_id, after, drain),
+        resumed_sse(store, response_id, after, drain, slot),
         ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
     )
 
 
 async def resumed_sse(
-    store: Store, response_id: str, after: int, drain: Drain
+    store: Store, response_id: str, after: int, drain: Drain, slot: Slot
 ) -> AsyncIterator[ServerSentEvent]:
     """The stored events after `after`, then the live ones until the terminal event. Any
     replica can serve it: the projection is shared. A shutdown drains it as it drains a
     stream being created: past the drain timeout it ends with a notice naming where to
-    resume, while waiting for the next event too."""
+    resume, while waiting for the next event too. A store that stops answering ends it
+    with a notice naming where to resume, not a dropped connection."""
     last = after
     follow = store.follow_sse(response_id, after, idle_timeout_s=FOLLOW_IDLE_S)
     cut = asyncio.ensure_future(drain.cut.wait())
@@ -117,13 +121,28 @@ async def resumed_sse(
                     sse = next_event.result()
                 except (StopAsyncIteration, TimeoutError):
                     return
+                except StoreError as error:
+                    log.warning("resumed stream of %s ended: %s", response_id, error)
+                    yield cut_event(store_lost_notice(last, response_id))
+                    return
                 last = sse["sequence_number"]
                 yield server_sent_event(sse)
                 if sse["type"] in TERMINAL_SSE_TYPES:
                     yield stream_end()
                     return
     finally:
+        slot.release()
         cut.cancel()
         close = getattr(follow, "aclose", None)
         if close is not None:
             await close()
+
+
+def store_lost_notice(last: int, response_id: str) -> dict[str, Any]:
+    """The last event of a resumed stream whose store stopped answering."""
+    return {
+        "type": "error", "code": "store_unavailable", "param": None, "sequence_number": last + 1,
+        "message": (f"The response store is unavailable, so this stream ended after event "
+                    f"{last}; the response goes on. Resume it with GET /v1/responses/"
+                    f"{response_id}?stream=true&starting_after={last}."),
+    }
