@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from events import GenerationFailed, GenerationFinished, TokensGenerated
+from events import GenerationFailed, GenerationFinished, GenerationStarted, TokensGenerated
 
 
 @dataclass(slots=True)
@@ -19,6 +19,8 @@ class PriorProgress:
     output_token_ids: list[int] = field(default_factory=list)
     finished: bool = False
     started: bool = False
+    # A worker finished preparing it (its GenerationStarted is in the log).
+    prepared: bool = False
 
 
 def progress_of(log: Iterable[Any]) -> PriorProgress:
@@ -30,6 +32,8 @@ def progress_of(log: Iterable[Any]) -> PriorProgress:
         if isinstance(event, TokensGenerated):
             progress.output_token_ids.extend(event.token_ids)
             progress.started = True
+        elif isinstance(event, GenerationStarted):
+            progress.prepared = True
         elif isinstance(event, (GenerationFailed, GenerationFinished)):
             progress.finished = True
     progress.next_seq = max(last_seq + 1, 1)

@@ -36,6 +36,15 @@ class WorkerSettings(JournalSettings):
     # on a quantized GGUF file, bf16 elsewhere (workers.model.loader says why).
     weights: Literal["auto", "quantized", "bf16"] = "auto"
     max_num_seqs: int = Field(default=64, ge=1)
+    # Requests taken from the queue past max_num_seqs, waiting in the engine: the
+    # scheduler shares the batch fairly between the owners of what it holds, so a
+    # window past one key's backlog (SPATE_KEY_MAX_BACKGROUND) lets another key's request
+    # in ahead of it. Held requests are not free for the model's other workers.
+    max_waiting: int = Field(default=64, ge=0)
+    # Deliveries of a request that no worker finished preparing (its prompt and grammar
+    # built) before it fails as a poison request: a request that crashes workers while
+    # being prepared takes this many down at most, not every one in turn.
+    max_prepare_tries: int = Field(default=2, ge=1)
     # Threads of the CPU path's decode steps (prefill uses every core); None: every usable
     # core. `spate serve` leaves one core to the API and NATS on its machine (cli/main.py).
     num_threads: int | None = Field(default=None, ge=1)

@@ -134,7 +134,7 @@ class Worker:
 
     async def _consume(self, requests: DurableConsumer, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            free = self.settings.max_num_seqs - len(self._jobs)
+            free = self.settings.max_num_seqs + self.settings.max_waiting - len(self._jobs)
             if free <= 0:
                 self._capacity.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -183,9 +183,9 @@ class Worker:
             return
         progress = PriorProgress()
         # The prompt is built while the lease is taken and the cancels are read: it has no
-        # effect, and on one core's worth of CPU it is the start's longest part.
-        prepared = asyncio.ensure_future(asyncio.to_thread(self._prompt_and_params, request))
-        prepared.add_done_callback(_retrieve_error)  # a start that ends early never reads it
+        # effect, and on one core's worth of CPU it is the start's longest part. Not for a
+        # redelivery: its log says first whether building it is what stopped the last worker.
+        prepared = self._prepare_soon(request) if delivered == 1 else None
         # The cancel check shares the lease's round trip; a cancel written after the check
         # and before the job is registered is remembered by _on_cancel.
         cancel_read = asyncio.ensure_future(self._journal.cancel_requested(response_id))
@@ -219,30 +219,43 @@ class Worker:
             await self._prepare_job(job, progress, delivered, prepared, cancel_read)
         except Exception as error:
             # A bug must still end the response (an unanswered request hangs its client); one
-            # whose failure cannot be written either goes back to the queue.
+            # whose end cannot be written either goes back to the queue, never left here
+            # heartbeated. Finished already: writing its end is what failed.
             job_log.exception("starting %s failed", response_id)
-            try:
-                if not job.finished:
-                    await self._fail(job, "server_error", f"The worker could not start the response: {error}")
-            except Exception as publish_error:
-                await self._give_back(job, publish_error)
+            if job.finished:
+                await self._give_back(job, error)
+            else:
+                await self._end_failed(job, "server_error",
+                                       f"The worker could not start the response: {error}")
+
+    def _prepare_soon(self, request: RequestAccepted) -> asyncio.Future[tuple[Prompt, Any]]:
+        """The prompt and sampling parameters, built on a thread."""
+        prepared = asyncio.ensure_future(asyncio.to_thread(self._prompt_and_params, request))
+        prepared.add_done_callback(_retrieve_error)  # a start that ends early never reads it
+        return prepared
 
     def _prompt_and_params(self, request: RequestAccepted) -> tuple[Prompt, Any]:
         return self.served.build_prompt(request), self.served.sampling_params(request)
 
     async def _prepare_job(
         self, job: Job, progress: PriorProgress, delivered: int,
-        prepared: asyncio.Future[tuple[Prompt, Any]], cancel_read: asyncio.Future[bool],
+        prepared: asyncio.Future[tuple[Prompt, Any]] | None, cancel_read: asyncio.Future[bool],
     ) -> None:
         request, response_id = job.request, job.request.response_id
         try:
             if delivered >= self.settings.max_deliver and delivered > 1:
                 await self._fail(job, "worker_lost", f"The response failed after {delivered} delivery attempts.")
                 return
+            tries = self.settings.max_prepare_tries
+            if delivered > tries and not progress.prepared:
+                await self._fail(job, "server_error", (
+                    f"No worker could prepare this request in {tries} tries (each stopped "
+                    "while building its prompt or grammar), so it is not tried again."))
+                return
             if job.cancelled or self._early_cancels.pop(response_id, False) or await cancel_read:
                 await self._finish_cancelled(job, 0)
                 return
-            prompt, params = await prepared
+            prompt, params = await (prepared or self._prepare_soon(request))
         except InvalidRequest as error:
             await self._fail(job, error.code, str(error), param=error.param)
             return
@@ -347,6 +360,13 @@ class Worker:
         await job.publisher.publish(GenerationFailed, code=code, message=message, param=param)
         await self._settle(job)
 
+    async def _end_failed(self, job: Job, code: str, message: str) -> None:
+        """`_fail`, or hand the request back when even its failure cannot be written."""
+        try:
+            await self._fail(job, code, message)
+        except Exception as error:
+            await self._give_back(job, error)
+
     async def _finish_cancelled(self, job: Job, input_tokens: int) -> None:
         job.finished = True
         await job.publisher.publish(
@@ -372,7 +392,7 @@ class Worker:
         for request_id in request_ids:
             job = self._jobs.get(request_id)
             if job is not None and not job.finished:
-                self._spawn(self._fail(job, "engine_error", f"The model failed: {error}"))
+                self._spawn(self._end_failed(job, "engine_error", f"The model failed: {error}"))
 
     def _on_cancel(self, response_id: str) -> None:
         job = self._jobs.get(response_id)

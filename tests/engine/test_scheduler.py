@@ -19,8 +19,8 @@ def make_scheduler(num_blocks=16, max_num_seqs=8, max_num_batched_tokens=64):
     return Scheduler(BlockManager(num_blocks, BLOCK_SIZE), max_num_seqs, max_num_batched_tokens)
 
 
-def make_sequence(request_id, num_tokens, arrival_order, priority=0, first_token=0):
-    params = SamplingParams(priority=priority)
+def make_sequence(request_id, num_tokens, arrival_order, priority=0, first_token=0, owner=None):
+    params = SamplingParams(priority=priority, owner=owner)
     prompt = list(range(first_token, first_token + num_tokens))
     return Sequence(request_id, arrival_order, prompt, params, max_num_tokens=1000)
 
@@ -129,6 +129,71 @@ def test_equal_priority_arrival_waits_instead_of_preempting():
     assert not is_prefill and batch == [first]
     assert first.status is SequenceStatus.RUNNING
     assert scheduler.waiting == [second]
+
+
+def test_an_owner_with_many_waiting_gets_no_more_of_the_batch_than_one_with_one():
+    scheduler = make_scheduler(num_blocks=64, max_num_seqs=4, max_num_batched_tokens=1000)
+    flood = [make_sequence(f"a{index}", 2, index, owner="a", first_token=index * 10)
+             for index in range(200)]
+    for seq in flood:
+        scheduler.add(seq)
+    lone = make_sequence("b0", 2, 200, owner="b", first_token=5000)
+    scheduler.add(lone)
+    batch, is_prefill = scheduler.schedule()
+    # b arrived last, yet takes its turn as soon as a has one running.
+    assert is_prefill and batch == [flood[0], lone, flood[1], flood[2]]
+
+
+def test_priority_comes_before_the_owners_share():
+    scheduler = make_scheduler(max_num_seqs=1)
+    busy = [make_sequence(f"a{index}", 2, index, owner="a", first_token=index * 10)
+            for index in range(2)]
+    scheduler.add(busy[0])
+    scheduler.schedule()
+    lazy = make_sequence("b0", 2, 5, owner="b", priority=3, first_token=500)
+    scheduler.add(lazy)
+    scheduler.add(busy[1])
+    scheduler.finish(busy[0], "stop")
+    batch, _ = scheduler.schedule()
+    assert batch == [busy[1]]
+
+
+def test_a_full_batch_of_one_owner_makes_room_for_another():
+    scheduler = make_scheduler(num_blocks=64, max_num_seqs=4)
+    flood = [make_sequence(f"a{index}", 2, index, owner="a", first_token=index * 10)
+             for index in range(4)]
+    for seq in flood:
+        scheduler.add(seq)
+    scheduler.schedule()
+    append_one_token(flood)
+    lone = make_sequence("b0", 2, 9, owner="b", first_token=500)
+    scheduler.add(lone)
+    batch, is_prefill = scheduler.schedule()
+    # a's latest gives its place up (it is recomputed later); b runs at once.
+    assert is_prefill and batch == [lone]
+    assert flood[3].status is SequenceStatus.WAITING and scheduler.num_preemptions == 1
+    # With 3 against 1, neither owner displaces the other any more.
+    append_one_token(batch)
+    batch, is_prefill = scheduler.schedule()
+    assert not is_prefill and set(batch) == {*flood[:3], lone}
+
+
+def test_a_decode_step_out_of_blocks_preempts_the_owner_holding_the_most():
+    scheduler = make_scheduler(num_blocks=6, max_num_seqs=8)
+    a0 = make_sequence("a0", 4, 0, owner="a")
+    a1 = make_sequence("a1", 4, 1, owner="a", first_token=100)
+    b0 = make_sequence("b0", 4, 2, owner="b", first_token=200)
+    for seq in (a0, a1, b0):
+        scheduler.add(seq)
+    scheduler.schedule()
+    # The 5th token of each needs a second block: 3 more, 3 free; the 9th: 3 more, none.
+    for _ in range(5):
+        append_one_token(scheduler.running)
+        scheduler.schedule()
+    append_one_token(scheduler.running)
+    batch, _ = scheduler.schedule()
+    assert b0 in batch and a1 not in batch
+    assert a1.status is SequenceStatus.WAITING
 
 
 def test_cancellation_removes_the_sequence_and_frees_its_blocks():

@@ -58,6 +58,9 @@ class SamplingParams:
     # The prefix-cache scope (prefix_cache_scope: the owner, then the client's
     # cache_salt): requests with different scopes never share cached KV blocks.
     cache_salt: str | None = None
+    # Whose request it is (a digest of its API key, or "shared" without keys; None in
+    # events written before owners were): the scheduler shares its batch between owners.
+    owner: str | None = None
     # An xgrammar CompiledGrammar the answer (never the reasoning) must match; None: free.
     grammar: CompiledGrammar | None = None
 
@@ -118,12 +121,13 @@ def sampling_params_of(
 ) -> SamplingParams:
     """The engine's parameters for an accepted request: its sampling settings field for
     field, already validated and normalized by the event model, plus the request's
-    thinking budget, priority and prefix-cache scope."""
+    thinking budget, priority, prefix-cache scope and owner."""
     return SamplingParams(
         **dict(request.sampling),
         thinking_token_budget=request.thinking_token_budget,
         priority=request.priority,
         cache_salt=prefix_cache_scope(request.owner, request.cache_salt),
+        owner=request.owner,
         grammar=grammar,
     )
 
