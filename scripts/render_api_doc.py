@@ -45,8 +45,10 @@ status: 400 `invalid_request_error` (validation; `param` names the field, nested
 route: `Invalid URL (GET /v1/x)`, and 405 for a known route with another method), 413
 (`request_too_large`: a body over `SPATE_MAX_BODY_BYTES`, or a request whose event is
 over the NATS server's `max_payload`), 409 (`request_id_in_use`: a `request_id` some
-response already has), 429 with `Retry-After`
-(too many open responses), 503 (NATS unreachable, or no live worker for the model, or
+response already has), 429 `rate_limit_exceeded` with `Retry-After`
+(too many open responses on the replica, or one key past `SPATE_KEY_MAX_OPEN`,
+`SPATE_KEY_MAX_BACKGROUND` or `SPATE_KEY_MAX_RESUMES`, the message naming the bound:
+docs/reliability.md), 503 (NATS unreachable, or no live worker for the model, or
 `server_shutting_down` with `Retry-After` while the replica drains: docs/reliability.md),
 500 `server_error` only for bugs. A 5xx body names what failed (`bus_unavailable`: "The
 message bus (NATS) is unavailable", `store_unavailable`: "The response store is unavailable")
