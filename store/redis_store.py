@@ -22,12 +22,9 @@ from store.items import dump, item_args, with_ids
 from store.records import ItemPage, JSONObject, PageOrder, StoredResponse
 from store.redis_conversations import RedisConversations
 from store.redis_keys import DEAD_LETTERS_KEY, ResponseKeys, item_key
-from store.redis_notifications import Notifications
+from store.redis_notifications import Tails
 from store.redis_scripts import RedisScripts, read_page, translated_errors
 
-# A follower re-reads at least this often, in case a notification was lost (pub/sub does
-# not queue messages across a reconnect).
-FOLLOW_POLL_S = 1.0
 # Connections one store object opens at most (SPATE_STORE_POOL_SIZE); a call past them
 # waits for one to come free.
 DEFAULT_POOL_SIZE = 64
@@ -63,8 +60,8 @@ class RedisStore(RedisConversations, Store):
         )
         self._redis: Redis = Redis(connection_pool=pool)
         self._scripts = RedisScripts.register(self._redis)
-        # Followers of a response share one subscription (store/redis_notifications.py).
-        self.notifications = Notifications(self._redis)
+        # Followers of a response share one subscription and one read of its appends.
+        self.tails = Tails(self._redis, self.sse_events)
 
     @property
     def client(self) -> Redis:
@@ -72,7 +69,7 @@ class RedisStore(RedisConversations, Store):
         return self._redis
 
     async def close(self) -> None:
-        await self.notifications.close()
+        await self.tails.close()
         with contextlib.suppress(RedisError, OSError):
             await self._redis.aclose()
 
@@ -156,32 +153,35 @@ class RedisStore(RedisConversations, Store):
     async def follow_sse(
         self, response_id: str, after: int = -1, *, idle_timeout_s: float | None = None
     ) -> AsyncIterator[JSONObject]:
-        # Watched before the first read: an append between the read and the wait then
-        # still wakes the wait, so no event is left waiting for the next poll.
+        # Every follower of the response in this process reads one shared tail
+        # (store/redis_notifications.py): one subscription and one read per append.
         loop = asyncio.get_running_loop()
-        async with self.notifications.watch(ResponseKeys(response_id).notify) as woken:
+        async with self.tails.follow(response_id) as tail:
             quiet_since = loop.time()
+            position = max(after + 1, 0)  # list index = sequence_number
             while True:
-                woken.clear()
-                fresh = await self.sse_events(response_id, after)
-                for event in fresh:
-                    after = event["sequence_number"]
-                    yield event
-                    if event["type"] in TERMINAL_SSE_TYPES:
-                        return
-                now = loop.time()
-                if fresh:
-                    quiet_since = now
-                wait = FOLLOW_POLL_S
+                changed = tail.changed
+                if position < len(tail.events):
+                    for event in tail.events[position:]:
+                        position = event["sequence_number"] + 1
+                        yield event
+                        if event["type"] in TERMINAL_SSE_TYPES:
+                            return
+                    quiet_since = loop.time()
+                    continue
+                if tail.error is not None:
+                    raise tail.error
+                if tail.ended:
+                    return
+                wait = None
                 if idle_timeout_s is not None:
-                    left = quiet_since + idle_timeout_s - now
-                    if left <= 0:
+                    wait = quiet_since + idle_timeout_s - loop.time()
+                    if wait <= 0:
                         raise TimeoutError(
                             f"no new events of response {response_id!r} for {idle_timeout_s}s"
                         )
-                    wait = min(wait, left)
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(woken.wait(), wait)
+                    await asyncio.wait_for(changed.wait(), wait)
 
     async def input_items(
         self,

@@ -99,9 +99,9 @@ async def test_the_store_recovers_when_redis_comes_back(tmp_path: object) -> Non
 
 
 async def test_followers_of_one_response_share_one_subscription(redis_server: EmbeddedRedis) -> None:
-    """300 followers through a pool of 4 connections: one channel subscribed on the one
-    pub/sub connection, every follower gets every event, and the channel is dropped when
-    the last one goes."""
+    """300 followers through a pool of 4 connections: one tail (one channel subscribed on
+    the one pub/sub connection, one read an append), every follower gets every event, and
+    the tail goes with the last follower."""
     store = RedisStore(redis_server.url, pool_size=4)
     response_id = new_response_id()
     log_steps = steps(response_log(response_id))
@@ -116,14 +116,14 @@ async def test_followers_of_one_response_share_one_subscription(redis_server: Em
             return numbers
 
         followers = [asyncio.create_task(follow()) for _ in range(300)]
-        while store.notifications.channels == 0:
+        while store.tails.followed == 0:
             await asyncio.sleep(0.01)
-        assert store.notifications.channels == 1
+        assert store.tails.followed == 1
         for step in log_steps[1:]:
             await step.append_to(store)
         expected = list(range(sum(len(step.sse_events) for step in log_steps)))
         assert all(numbers == expected for numbers in await asyncio.gather(*followers))
-        assert store.notifications.channels == 0
+        assert store.tails.followed == 0
         async with redis.asyncio.Redis.from_url(redis_server.url) as observer:
             clients = await observer.client_list()
         assert len(clients) <= 4 + 1 + 1  # the pool, the pub/sub connection, this one
