@@ -52,7 +52,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         app.state.projector = None
         if settings.store_url:
             store = app.state.store = RedisStore(
-                settings.store_url, settings.store_ttl_s, pool_size=settings.store_pool_size
+                settings.store_url, settings.store_ttl_s, pool_size=settings.store_pool_size,
+                pool_wait_s=settings.store_pool_wait_s,
             )
             app.state.slots = BackgroundSlots(store.client, settings.background_slot_ttl_s)
             projector = app.state.projector = Projector(journal, store, app.state.slots)

@@ -66,6 +66,8 @@ class ApiSettings(JournalSettings):
     # Redis connections this replica opens at most, shared by every request (a burst past
     # them waits for one to come free); resumed streams share one subscription besides.
     store_pool_size: int = Field(default=64, ge=2)
+    # How long a call waits for a free Redis connection before a 503.
+    store_pool_wait_s: float = Field(default=10.0, gt=0)
     # Seconds a stored response or conversation lives after its last write.
     store_ttl_s: int = Field(default=DEFAULT_TTL_S, ge=1)
     # Keys that seal reasoning items' encrypted_content (api/encrypted_content.py):

@@ -26,7 +26,7 @@ from events.ids import new_response_id  # noqa: E402
 
 
 def build_app() -> object:
-    settings = ApiSettings(max_inflight=4096)
+    settings = ApiSettings(max_inflight=4096, key_max_open=4096)
     app = create_app(settings)
     step_interval = float(os.environ.get("SPATE_BENCH_STEP_INTERVAL_S", "0.01"))
 

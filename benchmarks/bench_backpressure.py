@@ -194,7 +194,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     port = free_port()
     env = {**os.environ, "SPATE_BENCH_STEP_INTERVAL_S": str(args.step_interval),
            "SPATE_BENCH_MAX_NUM_SEQS": str(max(args.streams, 1)),
-           "SPATE_MAX_INFLIGHT": str(args.streams + 16), "SPATE_LOG_LEVEL": "WARNING",
+           "SPATE_MAX_INFLIGHT": str(args.streams + 16),
+           "SPATE_KEY_MAX_OPEN": str(args.streams + 16), "SPATE_LOG_LEVEL": "WARNING",
            "SPATE_NATS_TIMEOUT_S": str(args.nats_timeout)}
     with EmbeddedNats() as nats:
         env["SPATE_NATS_URL"] = nats.url

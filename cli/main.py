@@ -170,7 +170,8 @@ def run_store(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         journal = Journal(settings, name="spate-store")
-        store = RedisStore(store_url, settings.store_ttl_s, pool_size=settings.store_pool_size)
+        store = RedisStore(store_url, settings.store_ttl_s, pool_size=settings.store_pool_size,
+                           pool_wait_s=settings.store_pool_wait_s)
         slots = BackgroundSlots(store.client, settings.background_slot_ttl_s)
         projector = Projector(journal, store, slots)
         journal.start()

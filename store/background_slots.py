@@ -33,13 +33,10 @@ redis.call('EXPIRE', KEYS[1], horizon)
 return 1
 """
 
-# The owner every client shares when API keys are off.
-SHARED_OWNER = "-"
-
-
 def slots_key(owner: str | None) -> str:
-    """Sorted set: an owner's background responses not yet ended, scored by start time."""
-    return f"{PREFIX}:background:{{{owner or SHARED_OWNER}}}"
+    """Sorted set: an owner's background responses not yet ended, scored by start time
+    (None: an event from before owners were set, counted as the shared owner)."""
+    return f"{PREFIX}:background:{{{owner or 'shared'}}}"
 
 
 class BackgroundSlots:

@@ -28,6 +28,8 @@ from store.redis_scripts import RedisScripts, read_page, translated_errors
 # Connections one store object opens at most (SPATE_STORE_POOL_SIZE); a call past them
 # waits for one to come free.
 DEFAULT_POOL_SIZE = 64
+# How long a call waits for a pooled connection when they are all busy (a burst).
+DEFAULT_POOL_WAIT_S = 10.0
 # Append's script replies (store/lua/append.lua).
 _APPLIED, _DUPLICATE, _GAP, _DELETED = 1, 0, -1, -2
 
@@ -39,21 +41,22 @@ class RedisStore(RedisConversations, Store):
 
     def __init__(
         self, url: str, ttl_s: int = DEFAULT_TTL_S, *, timeout_s: float = 2.0,
-        pool_size: int = DEFAULT_POOL_SIZE,
+        pool_size: int = DEFAULT_POOL_SIZE, pool_wait_s: float = DEFAULT_POOL_WAIT_S,
     ) -> None:
         if ttl_s < 1:
             raise ValueError(f"ttl_s must be at least 1 second, not {ttl_s}")
         self.ttl_s = ttl_s
         # One pool of `pool_size` connections for every caller of this process. A call
-        # that finds them all busy waits up to `timeout_s` for one (then StoreUnavailable),
-        # never "Too many connections": a burst queues instead of failing. Two quick
+        # that finds them all busy waits up to `pool_wait_s` for one (then
+        # StoreUnavailable), never "Too many connections": a burst queues instead of
+        # failing. Two quick
         # retries ride over a dropped pooled connection (a Redis restart); past them the
         # caller gets StoreUnavailable at once rather than after the client's default
         # backoff of several seconds. Every script is safe to retry.
         pool = BlockingConnectionPool.from_url(
             url,
             max_connections=pool_size,
-            timeout=timeout_s,
+            timeout=pool_wait_s,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
