@@ -17,12 +17,13 @@ def test_built_from_the_request_event_field_for_field():
                                 max_output_tokens=9, top_logprobs=2)
     request = RequestAccepted(response_id="resp_1", seq=0, model="m", messages=(),
                               sampling=sampling, thinking_token_budget=-1, priority=2,
-                              cache_salt="s")
+                              cache_salt="s", owner="o")
     params = sampling_params_of(request, grammar="g")
     assert {name: getattr(params, name) for name in SamplingSettings.model_fields} == dict(sampling)
     assert (params.top_k, params.stop, params.logit_bias) == (0, ("x",), {5: 100.0})
     assert params.thinking_token_budget is None
-    assert (params.priority, params.cache_salt, params.grammar) == (2, "s", "g")
+    assert (params.priority, params.grammar, params.owner) == (2, "g", "o")
+    assert params.cache_salt == "1:o:s"  # the prefix cache is scoped by owner, then salt
 
 
 def test_every_event_setting_has_an_engine_field():
