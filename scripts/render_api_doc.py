@@ -104,6 +104,52 @@ there). Reasoning text streams as `response.reasoning_text.delta` / `.done`, the
 the official SDK knows (it refuses an event type it does not know); this version of the
 specification calls them `response.reasoning.delta` / `.done`, with the same fields.
 
+## WebSocket mode
+
+`/v1/responses` also takes a WebSocket upgrade (OpenAI's WebSocket mode; the Agents SDK's
+`responses_websocket_session()` and `OpenAIResponsesWSModel` speak it). The upgrade is
+authenticated like a POST: the same `Authorization: Bearer` keys, the same owner; a
+missing or wrong key is a 401 with the error body. On the socket:
+
+- The client sends `response.create` events: `{"type": "response.create", ...}` holding
+  the POST body (every field above, treated the same), plus `stream_id` and `generate`.
+  `stream` is implicit (`true` is accepted, `false` is a 400); `background: true` is a
+  400 (use POST). Each generated response is one request event and one event log in
+  NATS, exactly as over HTTP: the socket is a transport.
+- The server sends the streaming events of each response (the SSE events above, the same
+  `sequence_number`s, no `[DONE]`), each with the create's `stream_id` when it had one.
+- Errors are `error` events in OpenAI's WebSocket shape: `{"type": "error", "status",
+  "error": {"type", "code", "message", "param"}, "stream_id"}`, `status` being what the
+  same failure answers over HTTP. A bad create (invalid JSON, an unknown field, an unknown
+  model, a bound passed) is answered with one and the socket stays open; an error while a
+  response streams also carries its `sequence_number` and is followed by
+  `response.failed`.
+- `stream_id` names a lane (1 to 256 of `A-Za-z0-9_.-`; absent is the default lane).
+  Lanes run side by side; creates on one lane run one after the other, in order.
+  `stream_id` routes; `previous_response_id` chains, so a lane may fork from a response of
+  another lane.
+- `previous_response_id` resolves first from the responses the connection holds in
+  memory (each finished response's whole history: the turns before it, its input, its
+  output), so a chain goes on with `store: false` or with the store off; then from the
+  store when it is on; otherwise the answer is a 400 `previous_response_not_found`, and
+  the client starts the chain again with its full history. A turn sends only its new
+  items.
+- `generate: false` checks and lowers the create as for a generated turn and holds its
+  history under a new response id (`response.created`, `response.in_progress`,
+  `response.completed` with no output and zero usage), for a later turn to chain from.
+  Nothing is published for it and no worker sees it: it is the connection's alone, not
+  stored, and the prefix cache warms at the first generated turn after it.
+- Bounds per connection: lanes generating at once (`SPATE_WS_MAX_LANES`, 16), creates
+  waiting behind them (`SPATE_WS_MAX_QUEUED`, 64), both a 429 `rate_limit_exceeded`
+  error event; a message, like a POST body (`SPATE_MAX_BODY_BYTES`, a 413 error event);
+  the history held for chains (`SPATE_WS_HELD_BYTES`, 16 MiB: the least recently used
+  responses are dropped first, and a history alone past it is not held). Each response
+  also takes one of the replica's `SPATE_MAX_INFLIGHT` slots while it generates.
+- A socket that closes, or takes no event for `SPATE_SSE_SEND_TIMEOUT_S`, cancels what it
+  was generating, except responses that are stored (`store` not false with the store on),
+  which go on and can be read back. A shutdown cuts its open responses as it cuts SSE
+  streams, with a resumable `error` event (`server_shutting_down`).
+
 ## Function calling and structured output
 
 `tools` takes `function` tools and `namespace` tools (their functions are called as
