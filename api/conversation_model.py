@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from api.input_files import refuse_outside_input
 from api.input_items import InputItem, refuse_unknown_item_types
 from api.model_base import FieldRejected, StrictModel
 
@@ -17,6 +18,7 @@ def _object_body(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise FieldRejected("", "The request body must be a JSON object.")
     refuse_unknown_item_types(body.get("items"), field="items")
+    refuse_outside_input(body.get("items"), field="items")
     return body
 
 

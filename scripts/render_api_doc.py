@@ -68,7 +68,9 @@ spate has no file store and fetches no URL, so a `file_id` or an `https` `file_u
 or one with no text layer, and any other type are a 400 naming the part
 (`input[1].content[0]`, code `invalid_file`). An `input_image` part is a 400 naming the
 part on a model whose worker advertises no image input (`input_modalities` on its model
-card; every model spate serves today reads text only).
+card; every model spate serves today reads text only). A conversation's items
+(`POST /v1/conversations`, `.../items`) take neither files, images nor sealed reasoning: a
+400 naming the part says to send them in a response's input, where they are read.
 
 With `include: ["reasoning.encrypted_content"]`, each finished reasoning item (in
 `response.output_item.done`, the terminal event's Response and the JSON reply) carries

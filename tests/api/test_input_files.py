@@ -7,9 +7,11 @@ import base64
 
 import pytest
 
+from api.conversation_model import ItemsCreate
 from api.errors import APIError
 from api.input_files import file_text, inline_file, refuse_images, with_file_text
 from api.input_items import InputFilePart
+from api.model_base import FieldRejected
 from api.request_model import ResponsesRequest
 from events import ModelCard
 from tests.pdf_file import pdf_with_text
@@ -85,3 +87,19 @@ def test_a_text_only_model_refuses_images_by_name() -> None:
     assert refused.value.param == "input[1].content[1]"
     assert "takes no images" in refused.value.message
     refuse_images(request, ModelCard(name="m", context_length=8, input_modalities=("text", "image")))
+
+
+@pytest.mark.parametrize(("item", "param"), [
+    ({"role": "user", "content": [{"type": "input_file", "file_data": "eA==", "filename": "a.txt"}]},
+     "items[0].content[0]"),
+    ({"role": "user", "content": [{"type": "input_text", "text": "see"},
+                                  {"type": "input_image", "image_url": "data:image/png;base64,AA"}]},
+     "items[0].content[1]"),
+    ({"type": "reasoning", "summary": [], "encrypted_content": "spate1.x"}, "items[0].encrypted_content"),
+])
+def test_a_conversation_item_cannot_hold_what_only_a_response_input_reads(
+    item: dict[str, object], param: str,
+) -> None:
+    with pytest.raises(FieldRejected) as refused:
+        ItemsCreate.model_validate({"items": [item]})
+    assert refused.value.param == param
