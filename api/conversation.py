@@ -19,6 +19,8 @@ def messages_of(request: ResponsesRequest) -> tuple[ChatMessage, ...]:
         messages.append(ChatMessage(role="user", content=request.input))
         return tuple(messages)
     reasoning: list[str] = []
+    # A local_shell_call_output names its call by the call's item id.
+    call_ids: dict[str, str] = {}
     for item in request.input:
         if isinstance(item, ReasoningItem):
             reasoning.append(item.text())
@@ -28,6 +30,8 @@ def messages_of(request: ResponsesRequest) -> tuple[ChatMessage, ...]:
         elif isinstance(item, FunctionCallItem | ToolCallItem):
             call = (item.tool_call() if not isinstance(item, FunctionCallItem) else ToolCall(
                 call_id=item.call_id, name=item.qualified_name(), arguments=item.arguments))
+            if item.id is not None:
+                call_ids[item.id] = item.call_id
             if _continues_assistant_turn(messages) and not reasoning:
                 # Parallel calls, or a call after the turn's text: one assistant turn.
                 last = messages.pop()
@@ -37,7 +41,9 @@ def messages_of(request: ResponsesRequest) -> tuple[ChatMessage, ...]:
         elif isinstance(item, FunctionCallOutputItem):
             message = _tool_turn(item)
         elif isinstance(item, ToolOutputItem):
-            message = ChatMessage(role="tool", content=item.text(), tool_call_id=item.answered())
+            answered = item.answered()
+            message = ChatMessage(role="tool", content=item.text(),
+                                  tool_call_id=call_ids.get(answered, answered))
         else:  # an item_reference: api/context.py resolves them before lowering
             raise TypeError(f"an unresolved item reference reached the prompt: {item.id}")
         if reasoning and message.role == "assistant":

@@ -17,7 +17,12 @@ from api.input_items import (
     TextPart,
 )
 from api.request_model import ResponsesRequest
-from api.tool_items import TOOL_ITEM_ID_PREFIX, ToolCallItem, ToolOutputItem
+from api.tool_items import (
+    TOOL_ITEM_ID_PREFIX,
+    LocalShellCallOutputItem,
+    ToolCallItem,
+    ToolOutputItem,
+)
 
 _ITEMS: TypeAdapter[list[Any]] = TypeAdapter(list[InputItem])
 
@@ -62,9 +67,13 @@ def _item_dict(item: Any) -> dict[str, Any]:
         return {"type": "reasoning", "id": item.id or _new_id("rs"),
                 "summary": [part.model_dump() for part in item.summary],
                 "content": [part.model_dump() for part in item.content or []]}
+    if isinstance(item, LocalShellCallOutputItem):
+        return {"type": item.type, "id": _new_id(TOOL_ITEM_ID_PREFIX[item.type]),
+                "call_id": item.answered(), "output": item.output,
+                "status": item.status or "completed"}
     if isinstance(item, ToolCallItem | ToolOutputItem):
         data = item.model_dump(exclude_none=True, by_alias=True)
-        return {**data, "id": item.id or _new_id(TOOL_ITEM_ID_PREFIX[item.type])}
+        return {**data, "id": getattr(item, "id", None) or _new_id(TOOL_ITEM_ID_PREFIX[item.type])}
     raise TypeError(f"not an input item: {item!r}")
 
 

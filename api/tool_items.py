@@ -79,14 +79,18 @@ class LocalShellCallItem(StrictModel):
 
 
 class LocalShellCallOutputItem(StrictModel):
+    """Its `id` is not its own: it names the local_shell_call item it answers, so it is
+    no item id (two items of one input may carry it). The store keeps it under an id of
+    its own with that call's item id in `call_id`."""
+
     type: Literal["local_shell_call_output"]
-    # The id of the local_shell_call it answers.
-    id: str = Field(min_length=1)
+    call_item_id: str = Field(alias="id", min_length=1)
     output: str
     status: ItemStatus | None = None
+    call_id: str | None = None
 
     def answered(self) -> str:
-        return self.id
+        return self.call_id or self.call_item_id
 
     def text(self) -> str:
         return self.output
