@@ -13,6 +13,7 @@ from workers.output.tool_prompt import ToolPrompt
 
 if TYPE_CHECKING:  # torch-heavy: imported when a model is loaded, not with this module
     from workers.engine.grammar import GrammarCompiler
+    from workers.engine.grammar_budget import BudgetedGrammarCompiler
     from workers.engine.llm_engine import LLMEngine
     from workers.engine.sampling_params import SamplingParams
     from workers.model.loader import LoadedModel
@@ -70,11 +71,12 @@ class EngineModel:
 
     def __init__(
         self, loaded: LoadedModel, engine: LLMEngine, served_name: str, worker_id: str,
-        grammars: GrammarCompiler,
+        grammars: GrammarCompiler | BudgetedGrammarCompiler,
     ) -> None:
         self.loaded = loaded
         self.engine = engine
-        # A GrammarCompiler for the model's vocabulary (structured output, tool calls).
+        # Compiles grammars for the model's vocabulary (structured output, tool calls); the
+        # worker's is budgeted, in a child process.
         self.grammars = grammars
         profile = loaded.profile
         self.tool_prompt = ToolPrompt(loaded.chat_template, profile.tool_call_format)
@@ -159,6 +161,7 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
 
     from workers.engine.config import EngineConfig
     from workers.engine.grammar import GrammarCompiler
+    from workers.engine.grammar_budget import BudgetedGrammarCompiler
     from workers.engine.llm_engine import LLMEngine
     from workers.model.loader import load_model, serving_dtype, serving_matmul_dtype
 
@@ -184,7 +187,10 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
         num_threads=settings.num_threads,
     )
     engine = LLMEngine(loaded, config)
-    grammars = GrammarCompiler(loaded.tokenizer, loaded.config.vocab_size)
+    local = GrammarCompiler(loaded.tokenizer, loaded.config.vocab_size)
+    grammars = BudgetedGrammarCompiler(local.tokenizer_info, local.vocab_size,
+                                       settings.grammar_timeout_s, settings.grammar_memory_bytes)
+    grammars.start()
     precision = str(dtype).removeprefix("torch.")
     if matmul_dtype != dtype and loaded.weights != "quantized":
         precision += f" (linears in {str(matmul_dtype).removeprefix('torch.')})"

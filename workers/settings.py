@@ -45,6 +45,11 @@ class WorkerSettings(JournalSettings):
     # built) before it fails as a poison request: a request that crashes workers while
     # being prepared takes this many down at most, not every one in turn.
     max_prepare_tries: int = Field(default=2, ge=1)
+    # A request's grammar (schema, regex, choices, EBNF, tool calls) compiles in a child
+    # process within this time and resident memory, or the request fails naming the field
+    # (workers/engine/grammar_budget.py).
+    grammar_timeout_s: float = Field(default=10.0, gt=0)
+    grammar_memory_bytes: int = Field(default=2 * 1024**3, ge=64 * 1024**2)
     # Threads of the CPU path's decode steps (prefill uses every core); None: every usable
     # core. `spate serve` leaves one core to the API and NATS on its machine (cli/main.py).
     num_threads: int | None = Field(default=None, ge=1)

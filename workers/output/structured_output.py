@@ -23,6 +23,7 @@ from xgrammar import CompiledGrammar
 from events import AnswerConstraint, RequestAccepted, ToolDefinition
 from events.request import CustomInputGrammar
 from workers.engine.grammar import GrammarCompiler, GrammarError
+from workers.engine.grammar_budget import BudgetedGrammarCompiler, GrammarBudgetExceeded
 from workers.output.custom_tool_calls import CUSTOM_CLOSE_TAG, CUSTOM_HEADER_END, CUSTOM_OPEN_TAG
 from workers.output.lark_grammar import lark_to_ebnf
 from workers.output.tool_calls import CLOSE_TAG, OPEN_TAG, callable_tools
@@ -104,19 +105,32 @@ def constraint_format(constraint: AnswerConstraint | None) -> dict[str, Any] | N
 
 
 def compile_answer_grammar(
-    compiler: GrammarCompiler, request: RequestAccepted
+    compiler: GrammarCompiler | BudgetedGrammarCompiler, request: RequestAccepted
 ) -> CompiledGrammar | None:
     """The compiled grammar of the request's answer, or None when it is free."""
     try:
         fmt = answer_format(request)
         return None if fmt is None else compiler.compile(fmt)
+    except GrammarBudgetExceeded as error:
+        # Finding the culprit would spend the budget again, part by part.
+        param = _budget_param(request)
+        raise ConstraintError(f"The grammar for '{param}' {error}: make it smaller or "
+                              "simpler.", param) from error
     except GrammarError as error:
         param = _culprit(compiler, request)
         raise ConstraintError(f"The grammar for '{param}' does not compile: {_clean(error)}",
                               param) from error
 
 
-def _culprit(compiler: GrammarCompiler, request: RequestAccepted) -> str:
+def _budget_param(request: RequestAccepted) -> str:
+    """The field a grammar over its budget is blamed on: the answer's constraint when
+    there is one (the usual heavy part), else the tools."""
+    if request.answer_constraint is not None:
+        return request.answer_constraint.param
+    return "tools"
+
+
+def _culprit(compiler: GrammarCompiler | BudgetedGrammarCompiler, request: RequestAccepted) -> str:
     """Compiles each part alone to find the field whose grammar fails."""
     parts: list[tuple[str, Callable[[], dict[str, Any] | None]]] = [
         (tool.param, functools.partial(call_tag, tool)) for tool in callable_tools(request)]
