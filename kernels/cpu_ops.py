@@ -1,5 +1,5 @@
-"""The "cpu" backend: fused C++ ops for the CPU path (kernels/cpu/ops.cpp), built once per
-machine with the system's C++ compiler and cached by torch's extension loader.
+"""The "cpu" backend: fused C++ ops for the CPU path (kernels/cpu/, one source file per op),
+built once per machine with the system's C++ compiler and cached by torch's extension loader.
 
 At one decode row the torch references spend more on dispatching their many small ATen
 ops than on arithmetic; each op here is one call per layer. Every row is computed in one
@@ -7,42 +7,52 @@ fixed order by one thread, so a sequence's bits never depend on its batch or on 
 thread count, and prefill attention runs each query through decode attention's routine,
 so resuming a response on another worker stays exact (docs/reliability.md). Where the
 extension cannot be built (no compiler), `available()` is False and "auto" picks the
-torch backend instead.
+torch backend instead. This module is the ops' one caller: the model reaches them
+through the functions below.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
 import platform
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import torch
 
-SOURCE = Path(__file__).resolve().parent / "cpu" / "ops.cpp"
+SOURCE_DIR = Path(__file__).resolve().parent / "cpu"
+# Every translation unit of the library; the headers beside them count toward its name.
+SOURCES = sorted(SOURCE_DIR.glob("*.cpp"))
 # -ffp-contract=off: no fused multiply-adds the source does not ask for, so a row's bits
 # are the same whatever vector width the compiler picks for this machine. -fopenmp: an op
 # called between torch's own (the bf16 path's attention) runs on at::parallel_for, which
 # without it runs on one thread; the library then uses the OpenMP runtime torch has
 # already loaded (the same soname). The decoder layers in one call and the quantized
-# linears run on the ops' own threads instead (ChunkPool in ops.cpp).
-CFLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"]
+# linears run on the ops' own threads instead (ChunkPool, kernels/cpu/chunk_pool.h).
+# -fvisibility=hidden: the library's symbols stay its own, as another library built from
+# the same sources (a test's) has its own pool.
+CFLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp", "-fvisibility=hidden"]
 LDFLAGS = ["-fopenmp"]
+LIBRARY = "spate_cpu"
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 
 
-def _cpu_signature() -> str:
-    """What -march=native compiles for: a library built on another CPU (a shared cache,
-    an image built elsewhere) is rebuilt here rather than loaded."""
+def _cpu_signature(files: Sequence[Path], cflags: Sequence[str]) -> str:
+    """What -march=native compiles for and every file the library is built from: a
+    library built on another CPU (a shared cache, an image built elsewhere) or from other
+    sources is rebuilt here rather than loaded."""
     flags = ""
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -53,8 +63,61 @@ def _cpu_signature() -> str:
                     break
     except OSError:
         flags = platform.processor()
-    digest = hashlib.sha256((flags + SOURCE.read_text() + " ".join(CFLAGS)).encode())
+    digest = hashlib.sha256((flags + " ".join(cflags)).encode())
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
+
+
+def library_files() -> list[Path]:
+    """The sources and headers of kernels/cpu/, in a fixed order."""
+    return sorted([*SOURCE_DIR.glob("*.cpp"), *SOURCE_DIR.glob("*.h")])
+
+
+def build_library(
+    prefix: str,
+    sources: Sequence[Path],
+    hashed: Sequence[Path],
+    cflags: Sequence[str] = CFLAGS,
+) -> str:
+    """Compile `sources` into the op library `<prefix>_<hash of hashed files, flags and
+    CPU>` and load it (its TORCH_LIBRARY registers the ops); the library's name.
+
+    A process that finds the library built loads it; two that both need it build it
+    once, one after the other (a file lock: torch's own `lock` file is left behind by a
+    build that was killed, and would make every later build wait for it forever).
+    """
+    from torch.utils.cpp_extension import load as build
+
+    _put_ninja_on_path()
+    name = f"{prefix}_{_cpu_signature(hashed, cflags)}"
+    directory = _build_directory(name)
+    with _exclusive(directory / "build.lock"):
+        # Holding the lock, no build of this library runs: a `lock` file is stale.
+        (directory / "lock").unlink(missing_ok=True)
+        build(
+            name=name,
+            sources=[str(source) for source in sources],
+            extra_cflags=list(cflags),
+            extra_ldflags=LDFLAGS,
+            extra_include_paths=[str(SOURCE_DIR)],
+            build_directory=str(directory),
+            is_python_module=False,
+            verbose=False,
+        )
+    return name
+
+
+@contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` for as long as the block runs; the kernel drops it when
+    the process dies, so a killed build leaves no lock behind."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def load() -> bool:
@@ -66,21 +129,10 @@ def load() -> bool:
             _state["loaded"] = False
             return False
         try:
-            from torch.utils.cpp_extension import load as build
-
-            _put_ninja_on_path()
-            name = f"spate_cpu_{_cpu_signature()}"
-            log.info("loading the fused CPU ops %s (compiled the first time on a machine, "
-                     "in about 20 s)", name)
-            build(
-                name=name,
-                sources=[str(SOURCE)],
-                extra_cflags=CFLAGS,
-                extra_ldflags=LDFLAGS,
-                build_directory=_build_directory(name),
-                is_python_module=False,
-                verbose=False,
-            )
+            log.info("loading the fused CPU ops (compiled the first time on a machine, "
+                     "in about a minute)")
+            name = build_library(LIBRARY, SOURCES, library_files())
+            log.info("fused CPU ops %s loaded", name)
             _state["loaded"] = True
         except Exception as error:  # no compiler, no headers: the torch backend serves
             log.warning("fused CPU ops unavailable, using the torch backend: %s", error)
@@ -88,18 +140,21 @@ def load() -> bool:
         return bool(_state["loaded"])
 
 
-def _build_directory(name: str) -> str | None:
+def _build_directory(name: str) -> Path:
     """Beside the environment's packages, so the library `make install` built is the one
     every process of this environment finds, whatever its HOME; torch's own cache
     (TORCH_EXTENSIONS_DIR, else ~/.cache) where that is set or not writable."""
-    if os.environ.get("TORCH_EXTENSIONS_DIR"):
-        return None
-    directory = Path(sys.prefix) / "share" / "spate" / "cpu-ops" / name
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return str(directory) if os.access(directory, os.W_OK) else None
+    if not os.environ.get("TORCH_EXTENSIONS_DIR"):
+        directory = Path(sys.prefix) / "share" / "spate" / "cpu-ops" / name
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            if os.access(directory, os.W_OK):
+                return directory
+        except OSError:
+            pass
+    from torch.utils.cpp_extension import _get_build_directory
+
+    return Path(_get_build_directory(name, verbose=False))
 
 
 def _put_ninja_on_path() -> None:
@@ -199,6 +254,84 @@ def prefill_attention(
 ) -> torch.Tensor:
     out: torch.Tensor = torch.ops.spate_cpu.prefill_attention(
         q.contiguous(), k_cache, v_cache, block_tables.contiguous(), cu_seqlens_q, context_lens, scale
+    )
+    return out
+
+
+def quantized_linear(
+    x: torch.Tensor,
+    codes: torch.Tensor,
+    scales: torch.Tensor,
+    mins: torch.Tensor | None,
+    bits: int,
+    offset: int,
+) -> torch.Tensor:
+    """x [M, K] float32 times a GGUF weight [N, K] transposed, from its own groups of 32:
+    codes (Q4: two a byte, stored as value + offset; Q8: int8), float32 scales [N, K / 32]
+    and, for Q4_1, mins like them. [M, N] float32."""
+    out: torch.Tensor = torch.ops.spate_cpu.quantized_linear(x, codes, scales, mins, bits, offset)
+    return out
+
+
+def quantized_weight(
+    codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None, bits: int, offset: int
+) -> torch.ScriptObject:
+    """One linear's weight as `decoder_layers` holds it (the arguments of quantized_linear)."""
+    weight: torch.ScriptObject = torch.classes.spate_cpu.QuantizedWeight(
+        codes=codes, scales=scales, mins=mins, bits=bits, offset=offset
+    )
+    return weight
+
+
+@dataclass(frozen=True, slots=True)
+class LayerWeights:
+    """One decoder layer's weights for `decoder_stack`, named as workers/model/llama.py's
+    modules name them (kernels/cpu/decoder_layers.h): the norms' weights and the linears'
+    `quantized_weight`s."""
+
+    input_layernorm: torch.Tensor
+    qkv_proj: torch.ScriptObject
+    o_proj: torch.ScriptObject
+    post_attention_layernorm: torch.Tensor
+    gate_up_proj: torch.ScriptObject
+    down_proj: torch.ScriptObject
+
+
+def decoder_stack(
+    layers: Iterable[LayerWeights],
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    eps: float,
+    scale: float,
+) -> torch.ScriptObject:
+    """A model's decoder layers, in order, as `decoder_layers` takes them."""
+    stack: Any = torch.classes.spate_cpu.DecoderStack(
+        num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, eps=eps, scale=scale
+    )
+    for layer in layers:
+        stack.add_layer(**{field.name: getattr(layer, field.name) for field in fields(layer)})
+    built: torch.ScriptObject = stack
+    return built
+
+
+def decoder_layers(
+    stack: torch.ScriptObject,
+    hidden: torch.Tensor,
+    positions: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    cu_seqlens_q: torch.Tensor | None,
+    cos_sin_cache: torch.Tensor,
+    k_caches: list[torch.Tensor],
+    v_caches: list[torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(hidden, residual) after every layer of `stack`, before the final norm: the calls
+    workers/model/llama.py's modules make, in their order. A prefill passes cu_seqlens_q."""
+    out: tuple[torch.Tensor, torch.Tensor] = torch.ops.spate_cpu.decoder_layers(
+        stack, hidden, positions, slot_mapping, block_tables, context_lens, cu_seqlens_q,
+        cos_sin_cache, k_caches, v_caches,
     )
     return out
 

@@ -4,13 +4,23 @@ prefill attention gives each query the bits decode attention gives it at that po
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import kernels
 from kernels import cpu_ops
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Test-only sources, built by the tests into libraries of their own.
+PROBES = Path(__file__).resolve().parent / "cpu"
+# What the quantized linear is built from.
+AVX2_SOURCES = ("quantized_linear.cpp", "chunk_pool.cpp")
 
 pytestmark = pytest.mark.skipif(
     not cpu_ops.available(), reason="the fused CPU ops did not build on this machine"
@@ -173,16 +183,61 @@ def test_bad_inputs_are_refused_with_a_message(make_paged_batch):
         )
 
 
-def test_the_ops_run_on_every_thread_torch_is_given() -> None:
+@pytest.fixture(scope="module")
+def probes() -> object:
+    """torch.ops.spate_cpu_probes: the test-only probes (tests/kernels/cpu/probes.cpp) with
+    the pool's own source, built as the ops are and cached beside them."""
+    probe = PROBES / "probes.cpp"
+    pool = [cpu_ops.SOURCE_DIR / "chunk_pool.cpp", cpu_ops.SOURCE_DIR / "chunk_pool.h"]
+    cpu_ops.build_library("spate_cpu_probes", [probe, pool[0]], [probe, *pool])
+    return torch.ops.spate_cpu_probes
+
+
+def test_the_ops_run_on_every_thread_torch_is_given(probes) -> None:
     """The fused ops' own threads (ChunkPool) number what torch is given, and run."""
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        assert torch.ops.spate_cpu.parallel_threads() == 2
+        assert probes.parallel_threads() == 2
         torch.set_num_threads(1)
-        assert torch.ops.spate_cpu.parallel_threads() == 1
+        assert probes.parallel_threads() == 1
     finally:
         torch.set_num_threads(threads)
+
+
+def test_two_processes_build_a_library_at_once_past_a_stale_lock(tmp_path) -> None:
+    """Workers started together share one build; torch's `lock` file, which a killed build
+    leaves behind, does not hold them up."""
+    source = tmp_path / "tiny.cpp"
+    source.write_text(
+        "#include <torch/library.h>\n"
+        "int64_t answer() { return 42; }\n"
+        "TORCH_LIBRARY(spate_lock_check, m) { m.def(\"answer() -> int\", &answer); }\n"
+    )
+    build_root = tmp_path / "extensions"
+    environment = {**os.environ, "TORCH_EXTENSIONS_DIR": str(build_root)}
+    name = f"spate_lock_check_{cpu_ops._cpu_signature([source], cpu_ops.CFLAGS)}"
+    (build_root / name).mkdir(parents=True)
+    (build_root / name / "lock").write_text("")  # as a build killed midway leaves it
+    script = (
+        "import sys, torch\n"
+        "from pathlib import Path\n"
+        "from kernels import cpu_ops\n"
+        "source = Path(sys.argv[1])\n"
+        "print(cpu_ops.build_library('spate_lock_check', [source], [source]))\n"
+        "print(torch.ops.spate_lock_check.answer())\n"
+    )
+    builds = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(source)], cwd=REPO_ROOT, env=environment,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for _ in range(2)
+    ]
+    for build in builds:
+        out, err = build.communicate(timeout=600)
+        assert build.returncode == 0, err
+        assert out.split() == [name, "42"]
 
 
 def _cpu_flags() -> set[str]:
@@ -200,22 +255,18 @@ def _cpu_flags() -> set[str]:
     platform.machine() != "x86_64" or not {"avx512f", "avx2", "fma"} <= _cpu_flags(),
     reason="needs an x86 CPU with AVX-512 to compare against an AVX2 build",
 )
-def test_quantized_linear_gives_the_same_bits_built_for_avx2(tmp_path) -> None:
+def test_quantized_linear_gives_the_same_bits_built_for_avx2() -> None:
     """Workers on different CPUs resume each other's responses: the op's bits must not
     depend on the vector width it was compiled for (16 fixed lanes, one rounding per
     fused multiply-add). The same source built for AVX2 + FMA must agree bit for bit."""
-    from torch.utils.cpp_extension import load as build
-
-    source = cpu_ops.SOURCE.read_text().replace("(spate_cpu", "(spate_avx2_check")
-    copy = tmp_path / "ops_avx2.cpp"
-    copy.write_text(source)
-    cpu_ops._put_ninja_on_path()
+    registration = PROBES / "avx2_check.cpp"
+    sources = [registration, *(cpu_ops.SOURCE_DIR / name for name in AVX2_SOURCES)]
     flags = [flag for flag in cpu_ops.CFLAGS if not flag.startswith("-march")]
-    build(
-        name="spate_avx2_check", sources=[str(copy)], extra_cflags=[*flags, "-march=x86-64-v3"],
-        extra_ldflags=cpu_ops.LDFLAGS, build_directory=str(tmp_path), is_python_module=False,
+    cpu_ops.build_library(
+        "spate_avx2_check", sources, [registration, *cpu_ops.library_files()],
+        cflags=[*flags, "-march=x86-64-v3"],
     )
-    native, avx2 = torch.ops.spate_cpu.quantized_linear, torch.ops.spate_avx2_check.quantized_linear
+    native, avx2 = cpu_ops.quantized_linear, torch.ops.spate_avx2_check.quantized_linear
     generator = torch.Generator().manual_seed(0)
     for bits, rows, columns in ((4, 960, 576), (8, 576, 1536)):
         codes = torch.randint(0, 256, (rows, columns * bits // 8), generator=generator,

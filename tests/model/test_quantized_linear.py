@@ -286,7 +286,7 @@ def test_group_linear_gives_a_row_the_same_bits_in_any_batch_and_thread_count(ki
 
 @needs_fused_ops
 def test_the_fused_op_refuses_what_it_cannot_compute() -> None:
-    op = torch.ops.spate_cpu.quantized_linear
+    op = cpu_ops.quantized_linear
     codes = torch.zeros(4, 32, dtype=torch.uint8)
     scales = torch.ones(4, 2)
     with pytest.raises(RuntimeError, match="multiple of 32"):

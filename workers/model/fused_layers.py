@@ -1,11 +1,11 @@
 """A Llama model's decoder layers in one call of the fused CPU ops.
 
 Where every linear of a layer is a `GroupLinear` (the GGUF file's own groups on the fused
-quantized op) and the layers have neither biases nor q/k norms, `decoder_layers` in
-kernels/cpu/ops.cpp runs the whole stack: the very calls the modules make, in their
-order, so the same bits (tests/model/test_fused_layers.py), without the Python and the
-dispatch of about ten op calls a layer. At one decode row those cost as much as the
-attention does.
+quantized op) and the layers have neither biases nor q/k norms, `decoder_layers`
+(kernels/cpu/decoder_layers.cpp) runs the whole stack: the very calls the modules make,
+in their order, so the same bits (tests/model/test_fused_layers.py), without the Python
+and the dispatch of about ten op calls a layer. At one decode row those cost as much as
+the attention does. Its weights are built once, named as the modules name them.
 """
 
 from __future__ import annotations
@@ -22,37 +22,12 @@ from workers.model.quantized_linear import GroupLinear
 if TYPE_CHECKING:
     from workers.model.llama import CausalLM, DecoderLayer
 
-_NO_MINS = torch.empty(0)
-
 
 class FusedLayers:
-    """The layers' tensors flattened as the op reads them; build it with `of`."""
+    """The model's layers as the op holds them; build it with `of`."""
 
-    def __init__(
-        self, model: CausalLM, layers: list[tuple[torch.Tensor, torch.Tensor, list[GroupLinear]]]
-    ) -> None:
-        """`layers`: each layer's input norm weight, post-attention norm weight, and its
-        qkv, o, gate_up and down linears."""
-        config = model.config
-        self.num_heads = config.num_heads
-        self.num_kv_heads = config.num_kv_heads
-        self.head_dim = config.head_dim
-        self.eps = config.rms_norm_eps
-        self.scale = config.head_dim**-0.5
-        self.weights: list[torch.Tensor] = []
-        self.quant: list[int] = []
-        for input_norm, post_norm, (qkv, o, gate_up, down) in layers:
-            self.weights.append(input_norm)
-            self._add(qkv)
-            self._add(o)
-            self.weights.append(post_norm)
-            self._add(gate_up)
-            self._add(down)
-
-    def _add(self, linear: GroupLinear) -> None:
-        mins = linear.mins if isinstance(linear.mins, torch.Tensor) else _NO_MINS
-        self.weights += [cast(torch.Tensor, linear.codes), cast(torch.Tensor, linear.scales), mins]
-        self.quant += [linear.bits, linear.offset]
+    def __init__(self, stack: torch.ScriptObject) -> None:
+        self.stack = stack
 
     @classmethod
     def of(cls, model: CausalLM) -> FusedLayers | None:
@@ -62,22 +37,32 @@ class FusedLayers:
             return None
         if model.embed_tokens.weight.dtype != torch.float32:
             return None
-        layers: list[tuple[torch.Tensor, torch.Tensor, list[GroupLinear]]] = []
+        layers: list[cpu_ops.LayerWeights] = []
         for module in model.layers:
             layer = cast("DecoderLayer", module)
             attention, mlp = layer.self_attn, layer.mlp
-            four: list[nn.Module] = [
-                attention.qkv_proj, attention.o_proj, mlp.gate_up_proj, mlp.down_proj
-            ]
-            linears: list[GroupLinear] = []
-            for linear in four:
-                if not isinstance(linear, GroupLinear) or isinstance(linear.bias, torch.Tensor):
-                    return None
-                linears.append(linear)
-            layers.append((
-                layer.input_layernorm.weight, layer.post_attention_layernorm.weight, linears
+            linears = (attention.qkv_proj, attention.o_proj, mlp.gate_up_proj, mlp.down_proj)
+            weights = [_quantized_weight(linear) for linear in linears]
+            if any(weight is None for weight in weights):
+                return None
+            qkv_proj, o_proj, gate_up_proj, down_proj = cast(list[torch.ScriptObject], weights)
+            layers.append(cpu_ops.LayerWeights(
+                input_layernorm=layer.input_layernorm.weight,
+                qkv_proj=qkv_proj,
+                o_proj=o_proj,
+                post_attention_layernorm=layer.post_attention_layernorm.weight,
+                gate_up_proj=gate_up_proj,
+                down_proj=down_proj,
             ))
-        return cls(model, layers)
+        stack = cpu_ops.decoder_stack(
+            layers,
+            num_heads=config.num_heads,
+            num_kv_heads=config.num_kv_heads,
+            head_dim=config.head_dim,
+            eps=config.rms_norm_eps,
+            scale=config.head_dim**-0.5,
+        )
+        return cls(stack)
 
     def __call__(
         self,
@@ -88,7 +73,8 @@ class FusedLayers:
         cos_sin_cache: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(hidden, residual) after the last layer, before the final norm."""
-        out: tuple[torch.Tensor, torch.Tensor] = torch.ops.spate_cpu.decoder_layers(
+        return cpu_ops.decoder_layers(
+            self.stack,
             hidden,
             positions,
             attn.slot_mapping,
@@ -98,12 +84,11 @@ class FusedLayers:
             cos_sin_cache,
             [k_cache for k_cache, _ in kv_caches],
             [v_cache for _, v_cache in kv_caches],
-            self.weights,
-            self.quant,
-            self.num_heads,
-            self.num_kv_heads,
-            self.head_dim,
-            self.eps,
-            self.scale,
         )
-        return out
+
+
+def _quantized_weight(linear: nn.Module) -> torch.ScriptObject | None:
+    """A bias-free `GroupLinear`'s weight as the op holds it; None for any other linear."""
+    if not isinstance(linear, GroupLinear) or isinstance(linear.bias, torch.Tensor):
+        return None
+    return linear.op_weight()

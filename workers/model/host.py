@@ -26,7 +26,7 @@ def available_host_memory() -> int:
 
 # Pause instructions torch's OpenMP threads spin for the next parallel region before they
 # sleep. libgomp's default (300,000: milliseconds) kept them spinning through the fused
-# ops' own threads' work on the same cores (ChunkPool in kernels/cpu/ops.cpp); this many
+# ops' own threads' work on the same cores (ChunkPool in kernels/cpu/chunk_pool.h); this many
 # still carries them across the short gaps between torch's own ops.
 OPENMP_SPIN_COUNT = 10_000
 

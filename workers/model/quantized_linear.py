@@ -10,6 +10,7 @@ float32 with exactly the dequantized weights; elsewhere torch's weight-only matm
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
 import torch
 from torch import nn
@@ -40,7 +41,7 @@ class GroupLinear(nn.Module):
 
     Each group of 32 is decoded in registers to exactly the float32 weights
     GroupQuantized.dequantize gives, and each output is one thread's float32 sum in one
-    fixed order (kernels/cpu/ops.cpp): a row's bits depend neither on its batch nor on
+    fixed order (kernels/cpu/quantized_linear.cpp): a row's bits depend neither on its batch nor on
     the thread count, and the only difference from the dequantized reference is the
     order of the sum. Inputs of any float dtype are computed in float32.
     """
@@ -70,13 +71,28 @@ class GroupLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).to(torch.float32).contiguous()
-        out: torch.Tensor = torch.ops.spate_cpu.quantized_linear(
-            flat, self.codes, self.scales, self.mins, self.bits, self.offset
+        out = cpu_ops.quantized_linear(
+            flat, self._buffer("codes"), self._buffer("scales"), self._optional("mins"),
+            self.bits, self.offset,
         )
         bias = self.bias
         if isinstance(bias, torch.Tensor):
             out = out + bias
         return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+
+    def op_weight(self) -> torch.ScriptObject:
+        """This weight as the fused decoder layers hold it (kernels.cpu_ops.quantized_weight)."""
+        return cpu_ops.quantized_weight(
+            self._buffer("codes"), self._buffer("scales"), self._optional("mins"), self.bits,
+            self.offset,
+        )
+
+    def _buffer(self, name: str) -> torch.Tensor:
+        return cast(torch.Tensor, getattr(self, name))
+
+    def _optional(self, name: str) -> torch.Tensor | None:
+        value = getattr(self, name)
+        return value if isinstance(value, torch.Tensor) else None
 
 
 def only_group_linears(model: nn.Module) -> bool:

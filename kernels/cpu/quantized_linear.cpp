@@ -1,0 +1,209 @@
+// Linear layers over a GGUF file's own 4- and 8-bit weights.
+//
+// weight[n, k] = scale[n, g] * code[n, k] (+ min[n, g]), g = k / 32, read as the file
+// stores it: Q4 codes two to a byte (byte j of a group: code j low, code j + 16 high),
+// Q8 codes one to a byte. Each group is decoded in registers to exactly the float32
+// weights GroupQuantized.dequantize gives, and one output value is one thread's sum
+//   acc[j] = fma(w[k], x[k], acc[j]) over k = 32 g + j and then 32 g + 16 + j, g rising,
+// reduced by lane_sum's tree. The row tile only decides how many rows share one
+// decoding of a group, so a row's bits depend neither on its batch, nor on the thread
+// count, nor on the vector width (16 lanes on any ISA, and a fused multiply-add rounds
+// once whether an instruction or std::fma computes it).
+
+#include <algorithm>
+#include <cstdint>
+
+#include "chunk_pool.h"
+#include "ops.h"
+#include "simd.h"
+
+namespace spate_cpu {
+namespace {
+
+constexpr int64_t kGroup = 32;
+constexpr int64_t kRowBlock = 64;  // output rows whose weights stay in cache across tiles
+constexpr int64_t kPrefetchTiles = 2;  // how far ahead weights are fetched (1, 4, 8: slower)
+
+// One group's 32 weights, as dequantize() computes them: lo holds 0..15, hi 16..31.
+template <int kBits>
+inline void decode_group(const uint8_t* codes, int32_t offset, const float* scale,
+                         const float* min, f32x16& lo, f32x16& hi) {
+  const float d = *scale;
+  const float m = min == nullptr ? 0.0f : *min;
+  if constexpr (kBits == 4) {
+    const i32x16 wide = widen_bytes(codes, false);
+#if defined(__AVX512F__)
+    // All 16 values a nibble can stand for, computed as dequantize() does, then each
+    // weight picked from them by its nibble (vpermps reads an index's low 4 bits).
+    const f32x16 values = __builtin_convertvector(
+        i32x16{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} - offset, f32x16);
+    f32x16 table = values * d;
+    if (min != nullptr) table = table + m;
+    __m512 t;
+    __m512i low, high;
+    std::memcpy(&t, &table, sizeof t);
+    std::memcpy(&low, &wide, sizeof low);
+    high = _mm512_srli_epi32(low, 4);
+    const __m512 picked_lo = _mm512_permutexvar_ps(low, t);
+    const __m512 picked_hi = _mm512_permutexvar_ps(high, t);
+    std::memcpy(&lo, &picked_lo, sizeof lo);
+    std::memcpy(&hi, &picked_hi, sizeof hi);
+    return;
+#else
+    lo = __builtin_convertvector((wide & 15) - offset, f32x16);
+    hi = __builtin_convertvector((wide >> 4) - offset, f32x16);
+#endif
+  } else {
+    lo = __builtin_convertvector(widen_bytes(codes, true), f32x16);
+    hi = __builtin_convertvector(widen_bytes(codes + 16, true), f32x16);
+  }
+  lo = lo * d;
+  hi = hi * d;
+  if (min != nullptr) {
+    lo = lo + m;
+    hi = hi + m;
+  }
+}
+
+// sums[r * kCols + c] = <weight row c, x row r> for kRows rows of x and kCols weight rows
+// (a tile of independent sums, so that no one chain of multiply-adds sets the pace).
+template <int kBits, int kRows, int kCols>
+inline void tile_dots(const uint8_t* codes, int64_t row_bytes, const float* scales,
+                      const float* mins, int64_t groups, int32_t offset, const float* x,
+                      int64_t in_features, float* sums) {
+  constexpr int64_t group_bytes = kGroup * kBits / 8;
+  f32x16 acc[kRows][kCols];
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kCols; ++c) acc[r][c] = f32x16{};
+  }
+  // The next tiles' weight rows follow this tile's in memory: fetch them while this one
+  // computes, spread over its groups (the hardware prefetcher loses track of this many
+  // short interleaved streams).
+  const int64_t tile_bytes = kCols * row_bytes;
+  const char* next_codes = reinterpret_cast<const char*>(codes) + kPrefetchTiles * tile_bytes;
+  const char* next_scales = reinterpret_cast<const char*>(scales + kPrefetchTiles * kCols * groups);
+  const char* next_mins =
+      mins == nullptr ? nullptr : reinterpret_cast<const char*>(mins + kPrefetchTiles * kCols * groups);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t line = 0; line < kCols * group_bytes; line += 64) {
+      __builtin_prefetch(next_codes + g * kCols * group_bytes + line);
+    }
+    __builtin_prefetch(next_scales + g * kCols * sizeof(float));
+    if (next_mins != nullptr) __builtin_prefetch(next_mins + g * kCols * sizeof(float));
+    f32x16 lo[kCols], hi[kCols];
+    for (int c = 0; c < kCols; ++c) {
+      decode_group<kBits>(codes + c * row_bytes + g * group_bytes, offset,
+                             scales + c * groups + g,
+                             mins == nullptr ? nullptr : mins + c * groups + g, lo[c], hi[c]);
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const float* xg = x + r * in_features + g * kGroup;
+      const f32x16 x_lo = load_f32x16(xg), x_hi = load_f32x16(xg + 16);
+      for (int c = 0; c < kCols; ++c) {
+        acc[r][c] = fma_f32x16(lo[c], x_lo, acc[r][c]);
+        acc[r][c] = fma_f32x16(hi[c], x_hi, acc[r][c]);
+      }
+    }
+  }
+  lane_sums(&acc[0][0], kRows * kCols, sums);
+}
+
+template <int kBits>
+void quantized_rows(const float* x, const uint8_t* codes, const float* scales, const float* mins,
+                    int32_t offset, int64_t rows, int64_t in_features, int64_t out_features,
+                    float* out) {
+  const int64_t groups = in_features / kGroup;
+  const int64_t row_bytes = in_features * kBits / 8;
+  // A row or two stream the weights from memory: one share a thread keeps each stream
+  // long for the prefetches (smaller chunks measured slower). More rows are compute-bound
+  // and take shrinking chunks.
+  const int64_t threads = at::get_num_threads();
+  const int64_t grain = rows <= 2 ? (out_features + threads - 1) / threads : 16;
+  dealt_parallel_for(0, out_features, grain, [&](int64_t begin, int64_t end) {
+    float sums[kMaxTileSums];
+    for (int64_t block = begin; block < end; block += kRowBlock) {
+      const int64_t block_end = std::min(end, block + kRowBlock);
+      for (int64_t m = 0; m < rows;) {
+        // Tiles of 8, 4, 2 or 1 rows of x; one or two rows of x pair with four weight
+        // rows, more with two: each decoded group serves as many multiply-adds as the
+        // registers hold.
+        const int64_t left = rows - m;
+        const int tile_rows = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        const int wide = tile_rows <= 2 ? 4 : 2;
+        for (int64_t n = block; n < block_end;) {
+          const int cols = block_end - n >= wide ? wide : 1;
+          const uint8_t* c = codes + n * row_bytes;
+          const float* sc = scales + n * groups;
+          const float* mn = mins == nullptr ? nullptr : mins + n * groups;
+          const float* xm = x + m * in_features;
+#define SPATE_TILE(R, C)                                                                   \
+  if (tile_rows == R && cols == C) {                                                       \
+    tile_dots<kBits, R, C>(c, row_bytes, sc, mn, groups, offset, xm, in_features, sums); \
+  }
+          SPATE_TILE(1, 4) SPATE_TILE(1, 1)
+          SPATE_TILE(2, 4) SPATE_TILE(2, 1)
+          SPATE_TILE(4, 2) SPATE_TILE(4, 1)
+          SPATE_TILE(8, 2) SPATE_TILE(8, 1)
+#undef SPATE_TILE
+          for (int r = 0; r < tile_rows; ++r) {
+            for (int j = 0; j < cols; ++j) out[(m + r) * out_features + n + j] = sums[r * cols + j];
+          }
+          n += cols;
+        }
+        m += tile_rows;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+// x [M, K] float32 times the quantized weight [N, K] transposed: [M, N] float32.
+// codes: [N, K / 2] uint8 (bits 4, stored code = value + offset) or [N, K] int8 (bits 8);
+// scales and mins (Q4_1 only): [N, K / 32] float32.
+at::Tensor quantized_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
+                            const c10::optional<at::Tensor>& mins, int64_t bits, int64_t offset) {
+  const PoolScope on_the_pool;
+  check_cpu(x, "x");
+  check_cpu(codes, "codes");
+  check_cpu(scales, "scales");
+  TORCH_CHECK(bits == 4 || bits == 8, "bits must be 4 or 8, got ", bits);
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(),
+              "x must be a contiguous [M, K] float32 tensor");
+  TORCH_CHECK(codes.dim() == 2 && codes.is_contiguous() && codes.element_size() == 1,
+              "codes must be a contiguous [N, K * bits / 8] tensor of bytes");
+  const int64_t rows = x.size(0), in_features = x.size(1), out_features = codes.size(0);
+  TORCH_CHECK(in_features % kGroup == 0, "K = ", in_features, " is not a multiple of ", kGroup);
+  TORCH_CHECK(codes.size(1) * 8 == in_features * bits, "codes hold ", codes.size(1),
+              " bytes per row, K = ", in_features, " at ", bits, " bits needs ",
+              in_features * bits / 8);
+  const int64_t groups = in_features / kGroup;
+  TORCH_CHECK(scales.dim() == 2 && scales.is_contiguous() && scales.size(0) == out_features &&
+                  scales.size(1) == groups,
+              "scales must be a contiguous [N, K / 32] tensor");
+  TORCH_CHECK(scales.scalar_type() == at::kFloat, "scales must be float32");
+  const at::Tensor* min_tensor = nullptr;
+  if (mins.has_value() && mins->defined()) {
+    check_cpu(*mins, "mins");
+    TORCH_CHECK(mins->sizes() == scales.sizes() && mins->scalar_type() == scales.scalar_type() &&
+                    mins->is_contiguous(),
+                "mins must be contiguous and match scales in shape and dtype");
+    min_tensor = &*mins;
+  }
+  at::Tensor out = at::empty({rows, out_features}, x.options());
+  if (rows == 0 || out_features == 0) return out;
+  const uint8_t* code_bytes = static_cast<const uint8_t*>(codes.data_ptr());
+  const int32_t code_offset = static_cast<int32_t>(offset);
+  const float* scale_data = scales.data_ptr<float>();
+  const float* min_data = min_tensor == nullptr ? nullptr : min_tensor->data_ptr<float>();
+  if (bits == 4) {
+    quantized_rows<4>(x.data_ptr<float>(), code_bytes, scale_data, min_data, code_offset,
+                             rows, in_features, out_features, out.data_ptr<float>());
+  } else {
+    quantized_rows<8>(x.data_ptr<float>(), code_bytes, scale_data, min_data, code_offset,
+                             rows, in_features, out_features, out.data_ptr<float>());
+  }
+  return out;
+}
+
+}  // namespace spate_cpu
