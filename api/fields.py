@@ -100,10 +100,14 @@ FIELDS.update({
     "structured_outputs": (Treatment.HONORED, "exactly one of json (a schema), regex, choice, grammar (EBNF); not together with a JSON text.format"),
 })
 
-# Fields a text-only server without prompt templates cannot honor.
-for _name in ("prompt", "previous_input_messages", "media_io_kwargs", "mm_processor_kwargs",
-              "watermarking", "context_management"):
-    FIELDS[_name] = (Treatment.REJECTED, "not supported: text-only server without prompt templates")
+FIELDS.update({
+    "prompt": (Treatment.REJECTED, "not supported: a reusable prompt (id, version, variables) names a template kept on OpenAI's platform, and spate keeps no prompt templates"),
+    "previous_input_messages": (Treatment.REJECTED, "not supported: earlier turns as vLLM's Harmony messages (gpt-oss); send them as input items or use previous_response_id"),
+    "media_io_kwargs": (Treatment.REJECTED, "not supported: options for loading images, audio or video, and the served models are text-only"),
+    "mm_processor_kwargs": (Treatment.REJECTED, "not supported: options for a multimodal processor, and the served models are text-only"),
+    "watermarking": (Treatment.REJECTED, "not supported: spate marks no output, and a response served without the asked-for watermark would pass as marked"),
+    "context_management": (Treatment.REJECTED, "not supported: spate compacts no context on the server's side; truncation auto drops the oldest turns instead"),
+})
 FIELDS["moderation"] = (Treatment.REJECTED, "not supported: spate runs no moderation model, and a response served without the asked-for moderation would pass as moderated")
 
 # The value that leaves a refused field's feature off, where it is not null. Clients send
