@@ -1,6 +1,5 @@
 """The `make bench-gpu` driver: records the machine, runs the per-op kernel benchmarks at
-full size, the decode benchmark (Triton against torch kernels) and the int4 matmul
-against bf16 at 1, 32 and 256 rows, writes CSVs under
+full size and the decode benchmark (Triton against torch kernels), writes CSVs under
 benchmarks/results/ and the tables into docs/performance.md."""
 
 from __future__ import annotations
@@ -85,16 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         decode_argv.append("--smoke")
     decode_rows = bench_decode.main(decode_argv)
-
-    import bench_int4
-
-    int4_argv = ["--csv", str(args.results_dir / "int4.csv")]
-    if args.smoke:
-        int4_argv.append("--smoke")
-    int4_rows = bench_int4.main(int4_argv)
     if not args.smoke:
         write_performance_section(
-            DOCS_PERFORMANCE, machine, args.results_dir / "kernels.csv", decode_rows, int4_rows
+            DOCS_PERFORMANCE, machine, args.results_dir / "kernels.csv", decode_rows
         )
         print(f"updated {DOCS_PERFORMANCE}")
     return status
@@ -106,7 +98,7 @@ SECTION_END = "<!-- bench-gpu:end -->"
 
 
 def write_performance_section(
-    doc: Path, machine: dict, kernels_csv: Path, decode_rows: list[dict], int4_rows: list[dict]
+    doc: Path, machine: dict, kernels_csv: Path, decode_rows: list[dict]
 ) -> None:
     """Replace the GPU section of docs/performance.md with this run's tables."""
     import csv
@@ -126,10 +118,6 @@ def write_performance_section(
     lines += ["", "| kernels | sequences | decode step ms | tokens/s |", "|---|---|---|---|"]
     lines += [f"| {row['backend']} | {row['sequences']} | {row['step_ms']} | {row['tokens_per_s']} |"
               for row in decode_rows]
-    lines += ["", "| int4 matmul shape | rows | max abs diff | int4 Triton ms | bf16 cuBLAS ms | speedup |",
-              "|---|---|---|---|---|---|"]
-    lines += [f"| {row['shape']} | {row['rows']} | {row['max_abs_diff']} | {row['int4_ms']} | "
-              f"{row['bf16_ms']} | {row['speedup']} |" for row in int4_rows]
     lines.append(SECTION_END)
     text = doc.read_text()
     if SECTION_START in text:

@@ -67,15 +67,6 @@ def build_cases(device: str, dtype: torch.dtype, smoke: bool) -> list[BenchCase]
     cos_sin = torch.randn(8192, head_dim, device=device)
     scale = head_dim**-0.5
 
-    def int4_inputs():
-        from kernels.int4_matmul import pack_int4
-
-        codes = torch.randint(0, 16, (2 * intermediate, hidden))
-        groups = (2 * intermediate, hidden // 32)
-        scales = (torch.rand(groups) * 0.02).to(device, dtype)
-        mins = ((torch.rand(groups) - 0.5) * 0.2).to(device, dtype)
-        return randn(batch, hidden), pack_int4(codes).to(device), scales, mins
-
     def logits_inputs():
         counts = torch.randint(0, 3, (batch, vocab), device=device, dtype=torch.int32)
         forced = torch.full((batch,), -1, dtype=torch.int64, device=device)
@@ -149,12 +140,6 @@ def build_cases(device: str, dtype: torch.dtype, smoke: bool) -> list[BenchCase]
                 prefill_cache[3],
                 scale,
             ),
-            returned,
-        ),
-        BenchCase(
-            "int4_matmul",
-            f"M={batch} N={2 * intermediate} K={hidden}",
-            int4_inputs,
             returned,
         ),
         BenchCase(

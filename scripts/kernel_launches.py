@@ -51,8 +51,7 @@ def launch_examples(shape: ModelShape, dtype: torch.dtype) -> dict[str, tuple[st
 
     Five prefill tokens in two sequences; decode runs once for two sequences with a short
     block table (one program per KV head) and once for one sequence with a long one (split
-    across programs, then merged). int4_matmul runs at a single row (which triton specializes)
-    and at a batch past its 16-row tile; the sampler's kernel with and without logit_bias.
+    across programs, then merged); the sampler's kernel with and without logit_bias.
     """
     heads, kv_heads, head_dim = shape.num_heads, shape.num_kv_heads, shape.head_dim
     hidden, intermediate = shape.hidden_size, shape.intermediate_size
@@ -67,11 +66,6 @@ def launch_examples(shape: ModelShape, dtype: torch.dtype) -> dict[str, tuple[st
         tables = zeros(sequences, table_width, of=torch.int32)
         return (zeros(sequences, heads, head_dim), cache, cache, tables, lens[:sequences],
                 head_dim**-0.5)
-
-    def int4(rows: int) -> tuple:
-        columns, groups = 2 * intermediate, hidden // 32
-        return (zeros(rows, hidden), zeros(columns, hidden // 2, of=torch.uint8),
-                zeros(columns, groups), zeros(columns, groups))
 
     def sampler(bias: bool) -> tuple:
         vocab, fp32 = shape.vocab_size, torch.float32
@@ -108,8 +102,6 @@ def launch_examples(shape: ModelShape, dtype: torch.dtype) -> dict[str, tuple[st
         ),
         "apply_logits_processors": ("apply_logits_processors", sampler(bias=False)),
         "apply_logits_processors (logit_bias)": ("apply_logits_processors", sampler(bias=True)),
-        "int4_matmul (1 row)": ("int4_matmul", int4(1)),
-        "int4_matmul (48 rows)": ("int4_matmul", int4(48)),
     }
 
 
