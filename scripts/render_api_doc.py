@@ -219,6 +219,8 @@ can name or reach:
   request's `cache_salt`, so a key never gets `cached_tokens` from another key's prompt
   (and so cannot test whether another tenant sent a text); requests of one owner with
   different salts share nothing either;
+- conversation ids are the server's choice (`conv_` and 48 random hex digits), so no
+  client can pick one another key uses;
 - not response ids: a `request_id` becomes the response id, the name of its event log,
   which is one namespace for all keys. An id any response has is a 409, whoever's it is
   (the answer says nothing more), and of two requests racing for one id exactly one
