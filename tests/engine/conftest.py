@@ -49,6 +49,14 @@ def run_to_completion(engine, max_steps: int = 2000) -> dict[str, Generation]:
     raise RuntimeError(f"requests still unfinished after {max_steps} steps")
 
 
+def plain_decoding():
+    """Engine settings for tests that take a step's output for one token: no speculative
+    decoding, whose steps may keep several."""
+    from workers.engine.speculation import SpeculationConfig
+
+    return SpeculationConfig(enabled=False)
+
+
 @pytest.fixture(scope="session")
 def loaded_model():
     from workers.model import load_model

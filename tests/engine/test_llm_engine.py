@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.conftest import run_to_completion
+from tests.engine.conftest import plain_decoding, run_to_completion
 from workers.engine import SamplingParams
 
 QUESTIONS = (
@@ -235,7 +235,7 @@ def test_cancel_of_a_waiting_request_reports_it_on_the_next_step(make_engine, re
 def test_resumed_request_continues_exactly_like_the_uninterrupted_run(make_engine, render_prompt):
     prompt, _ = render_prompt("Write a long essay about the history of Rome.")
     params = greedy(40, ignore_eos=True)
-    full = generate_alone(make_engine, prompt, params)
+    full = generate_alone(lambda: make_engine(speculation=plain_decoding()), prompt, params)
     assert len(full.token_ids) == 40
     emitted_before = 17
     resumed_engine = make_engine()

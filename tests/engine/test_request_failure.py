@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.conftest import run_to_completion
+from tests.engine.conftest import plain_decoding, run_to_completion
 from workers.engine import SamplingParams
 
 
@@ -54,7 +54,8 @@ def test_a_forward_pass_failing_for_one_sequence_fails_it_alone(make_engine, ren
         alone.add_request(name, ids, params)
         expected[name] = run_to_completion(alone)[name].token_ids
 
-    engine = make_engine()
+    # The fault is injected into plain decode steps.
+    engine = make_engine(speculation=plain_decoding())
     free_blocks = engine.scheduler.block_manager.num_free_blocks
     for name, ids in (("good", prompt), ("bad", prompt), ("also good", other)):
         engine.add_request(name, ids, params)

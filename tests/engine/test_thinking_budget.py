@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from events import RequestAccepted, SamplingSettings
-from tests.engine.conftest import run_to_completion
+from tests.engine.conftest import plain_decoding, run_to_completion
 from workers.engine import SamplingParams
 from workers.engine.sampling_params import SamplingParams as Params
 from workers.engine.sampling_params import sampling_params_of
@@ -44,7 +44,7 @@ def test_budget_puts_exactly_n_tokens_between_the_markers(
     make_engine, loaded_model, thinking_prompt, budget
 ):
     end_marker = loaded_model.tokenizer.encode(loaded_model.profile.reasoning_end)
-    engine = make_engine()
+    engine = make_engine(speculation=plain_decoding())
     engine.add_request(
         "r", thinking_prompt, thinking_params(budget, budget + 10), prompt_opens_reasoning=True
     )
@@ -100,7 +100,7 @@ def test_a_multi_token_end_marker_is_forced_one_token_per_step(
     assert len(end_marker) >= 3
     prompt = render_prompt(QUESTION)[0] + loaded.tokenizer.encode("<reasoning>\n")
     budget = 4
-    engine = make_engine(loaded)
+    engine = make_engine(loaded, speculation=plain_decoding())
     engine.add_request("r", prompt, thinking_params(budget, 12), prompt_opens_reasoning=True)
     generation = run_to_completion(engine)["r"]
     per_step = [output.new_token_ids for output in generation.outputs]
@@ -116,7 +116,7 @@ def test_a_multi_token_end_marker_is_forced_one_token_per_step(
 def test_resumed_request_keeps_its_think_state(make_engine, loaded_model, thinking_prompt):
     budget = 6
     params = thinking_params(budget, 20)
-    engine = make_engine()
+    engine = make_engine(speculation=plain_decoding())
     engine.add_request("full", thinking_prompt, params, prompt_opens_reasoning=True)
     full = run_to_completion(engine)["full"]
     end_marker_length = len(loaded_model.tokenizer.encode(loaded_model.profile.reasoning_end))

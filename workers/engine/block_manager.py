@@ -206,19 +206,53 @@ class BlockManager:
             seq.block_table.append(self._take_free_block().block_id)
         if seq.num_tokens % self.block_size == 0:
             # The coming step fills the last block: make it findable by later requests.
-            block_index = len(seq.block_table) - 1
-            previous_hash = (
-                self.blocks[seq.block_table[block_index - 1]].hash if block_index else None
-            )
-            if block_index and previous_hash is None:
-                return
-            token_ids = seq.block_token_ids(block_index, self.block_size)
-            self._register(
-                self.blocks[seq.block_table[block_index]],
-                chained_block_hash(previous_hash, token_ids, seq.params.cache_salt),
-                previous_hash or chain_root(seq.params.cache_salt),
-                token_ids,
-            )
+            self._register_filled(seq, seq.num_tokens // self.block_size - 1)
+
+    def reserve_slots(self, seq: Sequence, num_slots: int) -> int:
+        """KV slots for up to `num_slots` draft tokens past the sequence's last token, which
+        the coming step computes and then keeps or drops (`release_unused_slots`); taken
+        only from blocks that hold no cached prefix, so drafting never evicts one. Returns
+        how many slots the sequence has."""
+        spare = len(seq.block_table) * self.block_size - seq.num_tokens
+        missing = num_slots - spare
+        if missing > 0:
+            num_new = min(-(-missing // self.block_size), len(self.free_uncached_block_ids))
+            for _ in range(num_new):
+                seq.block_table.append(self._take_free_block().block_id)
+            spare += num_new * self.block_size
+        return max(0, min(num_slots, spare))
+
+    def release_unused_slots(self, seq: Sequence) -> None:
+        """Frees the blocks past the sequence's last token (its refused drafts' slots), so
+        that it holds what a decode step would have left it."""
+        keep = -(-(seq.num_tokens - 1) // self.block_size)
+        while len(seq.block_table) > keep:
+            block = self.blocks[seq.block_table.pop()]
+            # Taken by reserve_slots for this sequence alone, and never registered.
+            block.ref_count = 0
+            block.hash = None
+            self.free_uncached_block_ids.append(block.block_id)
+
+    def cache_computed(self, seq: Sequence, position: int) -> None:
+        """The step computed the sequence's token at `position` as a draft the sampler then
+        kept: if it fills its block, the block is made findable as `may_append` makes a
+        decode step's one token's block."""
+        if (position + 1) % self.block_size == 0:
+            block_index = position // self.block_size
+            self._register_filled(seq, block_index)
+            self.uncomputed_block_ids.discard(seq.block_table[block_index])
+
+    def _register_filled(self, seq: Sequence, block_index: int) -> None:
+        previous_hash = self.blocks[seq.block_table[block_index - 1]].hash if block_index else None
+        if block_index and previous_hash is None:
+            return
+        token_ids = seq.block_token_ids(block_index, self.block_size)
+        self._register(
+            self.blocks[seq.block_table[block_index]],
+            chained_block_hash(previous_hash, token_ids, seq.params.cache_salt),
+            previous_hash or chain_root(seq.params.cache_salt),
+            token_ids,
+        )
 
     def _register(
         self, block: Block, block_hash: bytes, parent: bytes, token_ids: TokenIds[int]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from workers.engine.speculation import SpeculationConfig
 
 KERNEL_BACKENDS = ("auto", "triton", "cpu", "torch")
 KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -39,6 +41,8 @@ class EngineConfig:
     # than this past a cached prefix keep the decode threads (a one-token prefill served on
     # 2 cores took 22-28 ms on both, about 16 on one). None: never.
     wide_decode_rows: int | None = 4
+    # Prompt-lookup speculative decoding (workers/engine/speculation.py): on, adaptive.
+    speculation: SpeculationConfig = field(default_factory=SpeculationConfig)
 
     def __post_init__(self) -> None:
         if self.block_size < 1:

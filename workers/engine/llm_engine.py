@@ -21,6 +21,7 @@ from workers.engine.sampler import SamplerOutput
 from workers.engine.sampling_params import SamplingParams
 from workers.engine.scheduler import Scheduler
 from workers.engine.sequence import Sequence, SequenceStatus
+from workers.engine.speculation import Speculator
 from workers.engine.thinking_budget import ReasoningMarkers, ThinkEvent, ThinkingBudget
 from workers.model.loader import LoadedModel
 
@@ -85,6 +86,9 @@ class LLMEngine:
         # Outputs decided between steps (cancellations), handed out by the next step().
         self._outputs_between_steps: list[RequestOutput] = []
         self._replayed_deltas: dict[str, list[Delta]] = {}
+        self.speculator: Speculator | None = None
+        if config.speculation.enabled and self.model_runner.prefill_rows_exact:
+            self.speculator = Speculator(config.speculation, self.block_manager)
 
     def add_request(
         self,
@@ -176,6 +180,11 @@ class LLMEngine:
         seqs, is_prefill = self.scheduler.schedule()
         if not seqs:
             return outputs
+        drafts = None if is_prefill or self.speculator is None else self.speculator.drafts(seqs)
+        if drafts is not None:
+            verified = self._speculative_step(seqs, drafts)
+            if verified is not None:
+                return outputs + verified
         forced_token_ids = [
             self.thinking.forced_token(seq) if self.thinking is not None else None for seq in seqs
         ]
@@ -199,6 +208,74 @@ class LLMEngine:
                 except Exception as error:
                     log.exception("request %s failed in its token processing", seq.request_id)
                     outputs.append(self._fail(seq, error))
+        return outputs
+
+    def _speculative_step(
+        self, seqs: list[Sequence], drafts: list[list[int]]
+    ) -> list[RequestOutput] | None:
+        """A decode step that verifies drafts: one forward pass scores each sequence's last
+        token and draft, then the sampler takes the rows in order, each sequence with its
+        state of that moment (forced tokens, grammar, penalties, seed), for as long as it
+        picks the drafted token; its pick where it does not is the step's last token.
+        None where the forward pass failed: the step is then decoded plainly."""
+        try:
+            logits = self.model_runner.score(seqs, drafts)
+        except Exception:
+            log.exception("verifying drafts of %d sequences failed; decoding plainly", len(seqs))
+            for seq in seqs:
+                self.block_manager.release_unused_slots(seq)
+            return None
+        first_rows = list(itertools.accumulate((1 + len(draft) for draft in drafts), initial=0))
+        taken: list[list[int]] = [[] for _ in seqs]
+        failed: set[int] = set()
+        events: list[ThinkEvent | None] = [None] * len(seqs)
+        finish_reasons: list[str | None] = [None] * len(seqs)
+        outputs: list[RequestOutput] = []
+        live, depth = list(range(len(seqs))), 0
+        try:
+            while live:
+                batch = [seqs[index] for index in live]
+                forced_ids = [
+                    self.thinking.forced_token(seq) if self.thinking is not None else None
+                    for seq in batch
+                ]
+                rows = logits[[first_rows[index] + depth for index in live]]
+                sampled = self.model_runner.sampler(rows, batch, forced_ids)
+                still_live = []
+                for index, token_id, logprob, forced in zip(
+                    live, sampled.token_ids, sampled.logprobs, forced_ids, strict=True
+                ):
+                    seq, draft = seqs[index], drafts[index]
+                    try:
+                        event, finish_reasons[index] = self._take_token(seq, token_id, logprob, forced)
+                    except Exception as error:
+                        log.exception("request %s failed in its token processing", seq.request_id)
+                        outputs.append(self._fail(seq, error))
+                        failed.add(index)
+                        continue
+                    taken[index].append(token_id)
+                    if event is not None and event is not ThinkEvent.OPENED:
+                        events[index] = event
+                    if finish_reasons[index] is None and depth < len(draft) and token_id == draft[depth]:
+                        # Its KV, computed from the drafted token, is the token's own.
+                        self.block_manager.cache_computed(seq, seq.num_tokens - 1)
+                        still_live.append(index)
+                live, depth = still_live, depth + 1
+        finally:
+            for seq in seqs:
+                if seq.status is SequenceStatus.RUNNING:
+                    self.block_manager.release_unused_slots(seq)
+        for index, (seq, draft, tokens) in enumerate(zip(seqs, drafts, taken, strict=True)):
+            if index in failed:
+                continue
+            finish_reason = finish_reasons[index]
+            # Every token but the last matched its draft token (the last may too, where it
+            # ended the sequence).
+            num_kept = sum(token == drafted for token, drafted in zip(tokens, draft, strict=False))
+            refused = finish_reason is None and num_kept < len(draft)
+            if self.speculator is not None:
+                self.speculator.record(seq, len(draft), num_kept, refused)
+            outputs.append(self._output(seq, tokens, events[index], finish_reason))
         return outputs
 
     def _run_each_alone(
@@ -229,6 +306,14 @@ class LLMEngine:
         self, seq: Sequence, token_id: int, logprob: Any, forced: int | None
     ) -> RequestOutput:
         """One sampled token through the sequence's grammar, think state and output."""
+        event, finish_reason = self._take_token(seq, token_id, logprob, forced)
+        return self._output(seq, [token_id], event, finish_reason)
+
+    def _take_token(
+        self, seq: Sequence, token_id: int, logprob: Any, forced: int | None
+    ) -> tuple[ThinkEvent | None, str | None]:
+        """Appends a sampled token and runs it through the grammar, think state and output
+        text; ends the sequence where it finishes. Its think event and finish reason."""
         if seq.num_prompt_cached_tokens is None:
             seq.num_prompt_cached_tokens = min(seq.num_cached_tokens, seq.num_prompt_tokens)
         # Before the think state sees the token: the grammar only follows the answer.
@@ -244,7 +329,7 @@ class LLMEngine:
         if finish_reason is not None:
             self.scheduler.finish(seq, finish_reason)
             del self._sequences[seq.request_id]
-        return self._output(seq, [token_id], event, finish_reason)
+        return event, finish_reason
 
     def _fail(self, seq: Sequence, error: Exception) -> RequestOutput:
         """End one request whose processing raised; its blocks are freed, the rest of the

@@ -12,7 +12,7 @@ from workers.engine.sequence import Sequence
 from workers.model.attention import AttentionMetadata, allocate_kv_cache, kv_cache_bytes_per_block
 from workers.model.host import available_host_memory, usable_cpu_count
 from workers.model.loader import LoadedModel
-from workers.model.quantized_linear import only_group_linears
+from workers.model.quantized_linear import only_group_linears, rows_invariant_linears
 
 KV_CACHE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -36,6 +36,9 @@ class ModelRunner:
         # quantized op (tests/model/test_quantized_linear.py, tests/kernels/test_cpu_ops.py).
         self.thread_invariant = self.ops.backend == "cpu" and only_group_linears(self.model)
         self.wide_decode_rows = config.wide_decode_rows if self.thread_invariant else None
+        # Whether a token computed in a prefill gets the bits of a decode step, so that
+        # drafts verified in one pass give what decoding them one by one would.
+        self.prefill_rows_exact = self.device.type == "cpu" and rows_invariant_linears(self.model)
         kv_dtype = self.dtype if config.dtype == "auto" else KV_CACHE_DTYPES[config.dtype]
         if kv_dtype != self.dtype:
             # The attention ops read queries and cached keys in one dtype.
@@ -115,6 +118,48 @@ class ModelRunner:
             hidden = hidden[last_token_rows]
         logits = self.model.compute_logits(hidden)
         return self.sampler(logits, seqs, forced_token_ids)
+
+    @torch.inference_mode()
+    def score(self, seqs: list[Sequence], drafts: list[list[int]]) -> torch.Tensor:
+        """Logits [sum of (1 + draft length), V] fp32 of each sequence's last token and then
+        its draft's tokens, at the positions they would take: one forward pass, a prefill
+        of a few tokens past the cache. A decode step's work, so it keeps a decode step's
+        threads; the slots past the last token come from BlockManager.reserve_slots."""
+        block_size = self.block_size
+        input_ids: list[int] = []
+        positions: list[int] = []
+        slot_mapping: list[int] = []
+        cu_seqlens_q = [0]
+        context_lens: list[int] = []
+        for seq, draft in zip(seqs, drafts, strict=True):
+            start = seq.num_tokens - 1
+            input_ids.append(seq.token_ids[-1])
+            input_ids.extend(draft)
+            for position in range(start, start + 1 + len(draft)):
+                positions.append(position)
+                slot_mapping.append(
+                    seq.block_table[position // block_size] * block_size + position % block_size
+                )
+            cu_seqlens_q.append(len(input_ids))
+            context_lens.append(seq.num_tokens + len(draft))
+        threads = self.threads_for(False, len(input_ids))
+        if threads and threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
+        device = self.device
+        attn = AttentionMetadata(
+            is_prefill=True,
+            slot_mapping=torch.tensor(slot_mapping, dtype=torch.int64, device=device),
+            block_tables=self._block_tables(seqs),
+            context_lens=torch.tensor(context_lens, dtype=torch.int32, device=device),
+            cu_seqlens_q=torch.tensor(cu_seqlens_q, dtype=torch.int32, device=device),
+        )
+        hidden = self.model(
+            torch.tensor(input_ids, dtype=torch.int64, device=device),
+            torch.tensor(positions, dtype=torch.int64, device=device),
+            attn,
+            self.kv_caches,
+        )
+        return self.model.compute_logits(hidden)
 
     def _copy_lent_tokens(self, seqs: list[Sequence]) -> None:
         """Copies each cached block that lends a sequence its first tokens into the

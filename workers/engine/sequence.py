@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from workers.engine.grammar import AnswerGrammar
     from workers.engine.output_processor import OutputState
+    from workers.engine.speculation import DraftState
 
 
 class SequenceStatus(Enum):
@@ -46,6 +47,7 @@ class Sequence:
         "output_state",
         "finish_reason",
         "grammar",
+        "draft_state",
     )
 
     def __init__(
@@ -89,6 +91,9 @@ class Sequence:
         self.finish_reason: str | None = None
         # The grammar the answer must match (structured output, tool calls); None: free text.
         self.grammar: AnswerGrammar | None = None
+        # Prompt-lookup drafting's index and record, made at the first decode step that
+        # may draft (workers/engine/speculation.py).
+        self.draft_state: DraftState | None = None
 
     def __len__(self) -> int:
         return len(self.token_ids)

@@ -105,6 +105,20 @@ def only_group_linears(model: nn.Module) -> bool:
     return bool(linears) and all(isinstance(module, GroupLinear) for module in linears)
 
 
+def rows_invariant_linears(model: nn.Module) -> bool:
+    """Whether every linear layer of `model`, the logits' included, gives a row the same
+    bits however many rows share its call: the fused quantized op and oneDNN's prepacked
+    linears (cpu_linear.py) do; torch's int4/int8 kernels and plain `nn.Linear` do not."""
+    lm_head = getattr(model, "lm_head", None) or getattr(model, "tied_lm_head", None)
+    linears = [
+        module for module in model.modules()
+        if isinstance(module, (nn.Linear, PrepackedLinear, GroupLinear, Int4Linear, Int8Linear))
+    ]
+    return lm_head is not None and all(
+        isinstance(module, (PrepackedLinear, GroupLinear)) for module in linears
+    )
+
+
 class Int4Linear(nn.Module):
     """A Q4_0 / Q4_1 weight as torch's int4 CPU kernel wants it; exact for both kinds.
 
