@@ -106,7 +106,8 @@ def decode_throughput(
         started = time.perf_counter()
         generated = 0
         for _ in range(steps):
-            generated += len(engine.step())
+            # Tokens, not outputs: a speculative step may keep several a sequence.
+            generated += sum(len(output.new_token_ids) for output in engine.step())
         rates.append(generated / (time.perf_counter() - started))
     if profile_rows:
         print_profile(engine, steps, profile_rows)

@@ -115,7 +115,9 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], dict[str, float
     args = parser.parse_args(argv)
 
     dtype = serving_dtype("cpu")
-    loaded = load_model(args.model, dtype=dtype, matmul_dtype=serving_matmul_dtype("cpu", dtype))
+    # What a worker loads by default: weights "auto" (quantized where the fused ops run).
+    loaded = load_model(args.model, dtype=dtype, weights="auto",
+                        matmul_dtype=serving_matmul_dtype("cpu", dtype))
     engines = {
         setting: LLMEngine(loaded, EngineConfig(
             num_kv_blocks=args.num_kv_blocks, max_num_seqs=max(args.streams),

@@ -163,6 +163,7 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
     from workers.engine.grammar import GrammarCompiler
     from workers.engine.grammar_budget import BudgetedGrammarCompiler
     from workers.engine.llm_engine import LLMEngine
+    from workers.engine.speculation import SpeculationConfig
     from workers.model.loader import load_model, serving_dtype, serving_matmul_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -185,6 +186,7 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
         max_num_seqs=settings.max_num_seqs,
         num_kv_blocks=settings.num_kv_blocks,
         num_threads=settings.num_threads,
+        speculation=SpeculationConfig(enabled=settings.speculative_decoding),
     )
     engine = LLMEngine(loaded, config)
     local = GrammarCompiler(loaded.tokenizer, loaded.config.vocab_size)
@@ -195,10 +197,11 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
     if matmul_dtype != dtype and loaded.weights != "quantized":
         precision += f" (linears in {str(matmul_dtype).removeprefix('torch.')})"
     threads = torch.get_num_threads()
-    log.info("loaded %s on %s in %s, %s weights (kernels: %s) on %d thread%s in %.1fs",
-             loaded.name, device, precision, loaded.weights,
+    log.info("loaded %s on %s in %s, %s weights (kernels: %s) on %d thread%s in %.1fs; "
+             "speculative decoding %s", loaded.name, device, precision, loaded.weights,
              engine.model_runner.ops.backend,
-             threads, "" if threads == 1 else "s", time.perf_counter() - started)
+             threads, "" if threads == 1 else "s", time.perf_counter() - started,
+             "on" if engine.speculator is not None else "off")
     return EngineModel(
         loaded, engine, settings.served_model_name or loaded.name, settings.worker_id, grammars
     )

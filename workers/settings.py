@@ -54,6 +54,9 @@ class WorkerSettings(JournalSettings):
     # core. `spate serve` leaves one core to the API and NATS on its machine (cli/main.py).
     num_threads: int | None = Field(default=None, ge=1)
     num_kv_blocks: int | None = Field(default=None, ge=1)
+    # Prompt-lookup speculative decoding where it is exact (workers/engine/speculation.py):
+    # it never changes the output, and drafts only where they are expected to pay.
+    speculative_decoding: bool = True
     # JetStream redelivers a request whose worker stopped acking for this long.
     heartbeat_s: float = Field(default=2.0, gt=0)
     # Prometheus metrics on http://<metrics_host>:<metrics_port>/metrics; None: not served.

@@ -31,7 +31,7 @@ PERSON = {"type": "json_schema", "max_whitespace_cnt": 1, "json_schema": {
 
 
 def params_for(sampling: str, **overrides) -> SamplingParams:
-    overrides.setdefault("max_output_tokens", 32)
+    overrides.setdefault("max_output_tokens", 24)
     if sampling == "greedy":
         return SamplingParams(temperature=0.0, top_logprobs=5, **overrides)
     return SamplingParams(temperature=0.7, top_p=0.95, seed=7, top_logprobs=5, **overrides)
@@ -71,14 +71,14 @@ def test_speculation_gives_the_bits_of_plain_decoding(make_engine, render_prompt
     # A stop string inside the quoted text, one past its end, and a budget cut.
     stop_word = QUOTED.split()[12]
     catalogue = [
-        ("quote", quote, params_for(sampling, max_output_tokens=48), False),
+        ("quote", quote, params_for(sampling, max_output_tokens=40), False),
         ("quote-stop", quote, params_for(sampling, stop=(stop_word,)), False),
-        ("json", json_edit, params_for(sampling, max_output_tokens=48), False),
+        ("json", json_edit, params_for(sampling, max_output_tokens=32), False),
         ("prose", prose, params_for(sampling), False),
         ("think", thinking, params_for(sampling, thinking_token_budget=9), opens),
         ("quote-penalized", quote, params_for(sampling, frequency_penalty=0.3), False),
         ("json-bias", json_edit, params_for(sampling, logit_bias={11: -5.0}), False),
-        ("quote-long", quote, params_for(sampling, max_output_tokens=56, ignore_eos=True), False),
+        ("quote-long", quote, params_for(sampling, max_output_tokens=40, ignore_eos=True), False),
     ]
     requests = catalogue[:streams]
     spoken, stats = generate(make_engine, requests, speculate=True)
