@@ -47,7 +47,8 @@ class LiveResponse:
         self.cut = False
         self._follower = follower
         self._journal = journal
-        self._slot = slot
+        # Public for the transport, which gives it back too should serving never start.
+        self.slot = slot
         self._drain = drain
         self._timer = timer
         self._loop = asyncio.get_running_loop()
@@ -134,7 +135,7 @@ class LiveResponse:
             with self._drain.track():
                 yield self
         finally:
-            self._slot.release()
+            self.slot.release()
             await self._follower.close()
             if not self.state.done and cancel_unfinished and not self.cut:
                 self.cancel_for_disconnect()

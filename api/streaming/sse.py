@@ -49,11 +49,14 @@ def cut_event(notice: dict[str, Any]) -> ServerSentEvent:
 class CuttableStream(EventSourceResponse):
     """An SSE response whose client is cut when it takes no event for `send_timeout`
     seconds. The cut closes the event generator (its `finally` cancels the generation and
-    frees the slot) and is logged as one line, not as an application error."""
+    frees the slot) and is logged as one line, not as an application error. `slot` is
+    given back when the response ends whatever happened: a client gone before the event
+    generator started would otherwise hold its key's slot for good."""
 
-    def __init__(self, response_id: str, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, response_id: str, slot: Slot, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.response_id = response_id
+        self.slot = slot
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -61,6 +64,8 @@ class CuttableStream(EventSourceResponse):
         except SendTimeoutError:
             log.warning("cut the stream of %s: its client took no event for %g s",
                         self.response_id, self.send_timeout)
+        finally:
+            self.slot.release()
 
 
 def live_sse_reply(
@@ -69,7 +74,7 @@ def live_sse_reply(
     """The stream of a response being created; a client that goes before the end
     cancels it unless `cancel_on_disconnect` is off (a background response)."""
     return CuttableStream(
-        live.response_id, live_sse(live, cancel_on_disconnect),
+        live.response_id, live.slot, live_sse(live, cancel_on_disconnect),
         ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
     )
 
@@ -87,11 +92,11 @@ async def live_sse(live: LiveResponse, cancel_on_disconnect: bool) -> AsyncItera
 def resumed_sse_reply(
     store: Store, response_id: str, after: int, drain: Drain, settings: ApiSettings,
     slot: Slot,
-) -> EventSourceResponse:
+) -> CuttableStream:
     """The stream of a stored response from the event after `after`, holding `slot` (its
     key's resumed streams) until it ends."""
-    return EventSourceResponse(
-        resumed_sse(store, response_id, after, drain, slot),
+    return CuttableStream(
+        response_id, slot, resumed_sse(store, response_id, after, drain, slot),
         ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
     )
 
