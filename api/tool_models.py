@@ -1,5 +1,6 @@
-"""`tools` and `tool_choice` as spate accepts them: function tools and namespace tools of
-functions, offered to the model; and the tools that run on the server's side at OpenAI
+"""`tools` and `tool_choice` as spate accepts them: function tools, namespace tools and
+the client-run tools of api/client_tools.py (custom tools, local_shell, shell,
+apply_patch), offered to the model; and the tools that run on the server's side at OpenAI
 (web search, file search, code interpreter, mcp, ...), which spate cannot run: they are
 accepted and echoed but never offered, or refused by name when the operator says so
 (api/tool_policy.py)."""
@@ -13,6 +14,7 @@ from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator
 from api.client_tools import (
     CLIENT_TOOL_TAGS,
     ApplyPatchTool,
+    Caller,
     ClientTool,
     CustomTool,
     LocalShellTool,
@@ -30,7 +32,6 @@ ServerToolType = Literal[
 ]
 SERVER_TOOL_TYPES: tuple[str, ...] = get_args(ServerToolType)
 SERVED_TOOL_TYPES = ("function", "namespace", *CLIENT_TOOL_TAGS, *SERVER_TOOL_TYPES)
-Caller = Literal["direct", "programmatic"]
 
 
 class FunctionTool(StrictModel):
