@@ -40,7 +40,8 @@ def params_for(sampling: str, **overrides) -> SamplingParams:
 def generate(make_engine, requests, speculate: bool):
     """Runs (request id, prompt, params, opens reasoning) together; every output and the
     engine's speculation totals (None with speculation off)."""
-    engine = make_engine(speculation=SpeculationConfig(enabled=speculate))
+    # Drafting in batches of any size, which the default policy would not do at 8.
+    engine = make_engine(speculation=SpeculationConfig(enabled=speculate, max_batch_seqs=8))
     for request_id, prompt, params, opens_reasoning in requests:
         engine.add_request(request_id, prompt, params, prompt_opens_reasoning=opens_reasoning)
     generations = run_to_completion(engine)

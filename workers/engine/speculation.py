@@ -13,8 +13,8 @@ A draft token costs a row of compute whether or not it is kept, so drafting is c
 step by its expected worth: each sequence keeps an estimate of how often its guesses are
 kept, and a draft token is verified only where its expected tokens per unit of compute
 beat those of the step without it (a decode step of B rows costs 1 + row_cost * (B - 1)
-one-row steps). Guesses that keep failing stop being made; a busy batch drafts only
-sequences whose guesses are nearly always right.
+one-row steps). Guesses that keep failing stop being made, and a batch past
+`max_batch_seqs` drafts nothing: there the CPU path's rows are no longer cheap.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ class SpeculationConfig:
     enabled: bool = True
     # The most draft tokens one sequence verifies in a step.
     max_draft_tokens: int = 8
+    # Decode steps of more sequences than this draft nothing: measured on the CPU path,
+    # a batch of 8 whose drafts were 81% kept ran at 0.77x (docs/performance.md).
+    max_batch_seqs: int = 2
     # The longest and shortest suffix looked up in the sequence's own tokens.
     max_ngram: int = 4
     min_ngram: int = 2
@@ -52,6 +55,8 @@ class SpeculationConfig:
     row_cost: float = 0.3
 
     def __post_init__(self) -> None:
+        if self.max_batch_seqs < 1:
+            raise ValueError(f"max_batch_seqs must be positive, got {self.max_batch_seqs}")
         if self.max_draft_tokens < 1:
             raise ValueError(f"max_draft_tokens must be positive, got {self.max_draft_tokens}")
         if not 1 <= self.min_ngram <= self.max_ngram:
@@ -102,6 +107,8 @@ class Speculator:
         guesses nothing), with KV slots held for it; None when no sequence drafts."""
         config = self.config
         batch = len(seqs)
+        if batch > config.max_batch_seqs:
+            return None
         guesses: list[list[int]] = []
         candidates: list[tuple[float, int, int]] = []
         for row, seq in enumerate(seqs):
