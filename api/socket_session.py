@@ -148,6 +148,14 @@ class SocketSession:
         except DEPENDENCY_ERRORS as error:
             await self.send(error_event(dependency_error(error), create.stream_id))
             return
+        except (WebSocketDisconnect, RuntimeError, asyncio.TimeoutError, OSError):
+            raise  # the socket is gone: _serve_lane ends the connection's lanes
+        except Exception:
+            # A bug answers this create as the HTTP route answers one: a 500, logged.
+            log.exception("unhandled error answering a WebSocket create")
+            await self.send(error_event(APIError(500, "Internal server error."),
+                                        create.stream_id))
+            return
         if response is not None and response["status"] in ("completed", "incomplete"):
             own = input_item_dicts(built.body)
             self.chains.hold(response["id"], [*built.context.items, *own, *response["output"]])
