@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # torch-heavy: imported when a model is loaded, not with this
     from workers.engine.grammar_budget import BudgetedGrammarCompiler
     from workers.engine.llm_engine import LLMEngine
     from workers.engine.sampling_params import SamplingParams
+    from workers.engine_loop import Engine
     from workers.model.loader import LoadedModel
     from workers.settings import WorkerSettings
 
@@ -43,11 +44,13 @@ class ServedModel(Protocol):
     """The worker drives any engine with this shape (the real one, or a benchmark's)."""
 
     card: ModelCard
-    engine: Any
+
+    @property
+    def engine(self) -> Engine: ...
 
     def build_prompt(self, request: RequestAccepted) -> Prompt: ...
 
-    def sampling_params(self, request: RequestAccepted) -> Any: ...
+    def sampling_params(self, request: RequestAccepted) -> SamplingParams: ...
 
     def token_text(self, token_id: int) -> str: ...
 
@@ -60,7 +63,7 @@ def check_served_model(served: object) -> None:
     if not isinstance(served, ServedModel):
         members = [*ServedModel.__annotations__, *(
             name for name, value in vars(ServedModel).items()
-            if callable(value) and not name.startswith("_")
+            if (callable(value) or isinstance(value, property)) and not name.startswith("_")
         )]
         missing = [name for name in members if not hasattr(served, name)]
         raise TypeError(f"{type(served).__name__} is no ServedModel: it lacks {', '.join(missing)}")

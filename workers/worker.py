@@ -21,7 +21,7 @@ from events import (
 )
 from journal import CountRefused, Delivery, DurableConsumer, Fenced, Journal, ResponseWriter
 from journal.trace_context import trace_id_of
-from workers.engine_loop import EngineLoop
+from workers.engine_loop import AddRequest, EngineLoop
 from workers.metrics import WorkerMetrics
 from workers.output.step_events import StepEvents, usage_of
 from workers.recovery import PriorProgress, progress_of
@@ -275,11 +275,11 @@ class Worker:
         job.events = StepEvents(request, self.served.token_text, prompt.opens_reasoning)
         if job.finished:  # fenced out while it was being prepared
             return
-        self.engine.add(
+        self.engine.add(AddRequest(
             response_id, prompt.token_ids, params,
             output_token_ids=progress.output_token_ids,
             prompt_opens_reasoning=prompt.opens_reasoning,
-        )
+        ))
 
     async def _publish_outputs(self) -> None:
         """One consumer of the engine's step outputs, so every response's events keep
