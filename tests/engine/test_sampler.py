@@ -127,7 +127,7 @@ def test_replayed_draws_continue_the_seeded_stream():
     uninterrupted = make_sequence(params)
     stream = [sampler(logits.clone(), [uninterrupted], [None]).token_ids[0] for _ in range(10)]
     resumed = make_sequence(params)
-    resumed.num_random_draws_to_replay = 6
+    resumed.draws.num_to_replay = 6
     assert [sampler(logits.clone(), [resumed], [None]).token_ids[0] for _ in range(4)] == stream[6:]
 
 

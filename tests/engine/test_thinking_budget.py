@@ -188,7 +188,7 @@ def test_generated_start_marker_opens_a_block_and_a_later_block_gets_a_fresh_bud
         ThinkEvent.OPENED,
         ThinkEvent.CLOSED_BY_BUDGET,
     ]
-    assert seq.num_reasoning_tokens == 4 and logic.reasoning_tokens(seq) == 4
+    assert seq.think.num_reasoning_tokens == 4 and logic.reasoning_tokens(seq) == 4
 
 
 def test_model_emitted_end_marker_closes_the_block_with_cause_model():

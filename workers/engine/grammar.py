@@ -87,7 +87,7 @@ def picks_next_token(seq: Sequence, forced_token_id: int | None) -> bool:
     return (
         seq.grammar is not None
         and forced_token_id is None
-        and not seq.in_think
+        and not seq.think.in_block
         and not seq.grammar.terminated
     )
 
@@ -102,7 +102,7 @@ def holds_open(seq: Sequence, forced_token_id: int | None) -> bool:
     return (
         seq.grammar is not None
         and forced_token_id is None
-        and seq.in_think
+        and seq.think.in_block
         and not seq.grammar.satisfied
     )
 

@@ -153,7 +153,7 @@ class LLMEngine:
         if replayed:
             self._replayed_deltas[seq.request_id] = replayed
         if seq.params.seed is not None and not seq.params.greedy:
-            seq.num_random_draws_to_replay = len(output_token_ids)
+            seq.draws.num_to_replay = len(output_token_ids)
 
     def _check_token_ids(self, token_ids: Iterable[int], what: str) -> None:
         for token_id in token_ids:

@@ -53,7 +53,7 @@ class OutputProcessor:
     def begin(self, seq: Sequence) -> None:
         """Called once the think state is set, before any output token is processed."""
         seq.output_state = OutputState(
-            channel=REASONING if seq.in_think else TEXT,
+            channel=REASONING if seq.think.in_block else TEXT,
             detokenizer=self._detokenizer(seq, len(seq.token_ids) - seq.num_output_tokens),
         )
 

@@ -205,15 +205,15 @@ class Sampler:
     def _seeded_uniform(
         self, seq: Sequence, seed: int, vocab_size: int, dtype: torch.dtype
     ) -> torch.Tensor:
-        if seq.generator is None:
-            seq.generator = torch.Generator(device=self.device)
-            seq.generator.manual_seed(seed)
+        if seq.draws.generator is None:
+            seq.draws.generator = torch.Generator(device=self.device)
+            seq.draws.generator.manual_seed(seed)
             # A resumed request makes the draws its earlier tokens made, so it continues
             # exactly as the uninterrupted run would have.
-            for _ in range(seq.num_random_draws_to_replay):
-                torch.empty(vocab_size, dtype=dtype, device=self.device).uniform_(generator=seq.generator)
-            seq.num_random_draws_to_replay = 0
-        return torch.empty(vocab_size, dtype=dtype, device=self.device).uniform_(generator=seq.generator)
+            for _ in range(seq.draws.num_to_replay):
+                torch.empty(vocab_size, dtype=dtype, device=self.device).uniform_(generator=seq.draws.generator)
+            seq.draws.num_to_replay = 0
+        return torch.empty(vocab_size, dtype=dtype, device=self.device).uniform_(generator=seq.draws.generator)
 
     @staticmethod
     def _apply_top_k_top_p(logits: torch.Tensor, top_k: list[int], top_p: list[float]) -> torch.Tensor:

@@ -1,8 +1,10 @@
-"""One request inside the engine: its tokens, KV blocks, think state and output state."""
+"""One request inside the engine: its tokens and KV blocks, and its think, random,
+grammar and output state, each grouped in an object of its own."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence as TokenIds
+from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import TYPE_CHECKING
 
@@ -22,6 +24,29 @@ class SequenceStatus(Enum):
     FINISHED = auto()
 
 
+@dataclass(slots=True)
+class ThinkState:
+    """Where a sequence stands in its think blocks; owned by ThinkingBudget."""
+
+    in_block: bool = False
+    tokens_in_block: int = 0
+    # The end marker's tokens still to force, once a block used its budget.
+    forced_token_ids: list[int] = field(default_factory=list)
+    num_reasoning_tokens: int = 0
+
+
+@dataclass(slots=True)
+class SeededDraws:
+    """A seeded request's random state; owned by the sampler."""
+
+    # Created by the sampler on first use, so that this module and the scheduler stay
+    # free of torch.
+    generator: torch.Generator | None = None
+    # Random draws a resumed request makes before its first new token, so its generator
+    # stands where the uninterrupted run's stood.
+    num_to_replay: int = 0
+
+
 class Sequence:
     """Token ids are prompt then output, in one list, because prefill, the KV slot of
     each token and prefix hashing all index them the same way."""
@@ -38,12 +63,8 @@ class Sequence:
         "num_cached_tokens",
         "kv_copy",
         "num_prompt_cached_tokens",
-        "in_think",
-        "think_tokens_in_block",
-        "forced_token_ids",
-        "num_reasoning_tokens",
-        "generator",
-        "num_random_draws_to_replay",
+        "think",
+        "draws",
         "output_state",
         "finish_reason",
         "grammar",
@@ -76,17 +97,8 @@ class Sequence:
         self.kv_copy: tuple[int, int] | None = None
         # What usage reports: prompt tokens served from the cache when first scheduled.
         self.num_prompt_cached_tokens: int | None = None
-        # Think-block state, owned by ThinkingBudget.
-        self.in_think = False
-        self.think_tokens_in_block = 0
-        self.forced_token_ids: list[int] = []
-        self.num_reasoning_tokens = 0
-        # A torch.Generator for seeded requests, created by the sampler on first use so that
-        # this module and the scheduler stay free of torch.
-        self.generator: torch.Generator | None = None
-        # Random draws a resumed seeded request makes before its first new token, so its
-        # generator stands where the uninterrupted run's stood.
-        self.num_random_draws_to_replay = 0
+        self.think = ThinkState()
+        self.draws = SeededDraws()
         self.output_state: OutputState | None = None
         self.finish_reason: str | None = None
         # The grammar the answer must match (structured output, tool calls); None: free text.

@@ -44,7 +44,7 @@ class ReasoningMarkers:
 
 
 class ThinkingBudget:
-    """Works on the think fields of a Sequence. Every generated token goes through
+    """Works on a Sequence's ThinkState. Every generated token goes through
     `forced_token` (before the step) and `observe` (after it), live and when a resumed
     request replays its earlier output, so both reach the same state."""
 
@@ -52,66 +52,66 @@ class ThinkingBudget:
         self.markers = markers
 
     def begin(self, seq: Sequence, prompt_opens_reasoning: bool) -> None:
-        seq.in_think = prompt_opens_reasoning
-        seq.think_tokens_in_block = 0
-        seq.forced_token_ids.clear()
-        seq.num_reasoning_tokens = 0
+        seq.think.in_block = prompt_opens_reasoning
+        seq.think.tokens_in_block = 0
+        seq.think.forced_token_ids.clear()
+        seq.think.num_reasoning_tokens = 0
 
     def forced_token(self, seq: Sequence) -> int | None:
         """The token the next step must produce, or None to sample freely."""
         budget = seq.params.thinking_token_budget
         if (
-            seq.in_think
+            seq.think.in_block
             and budget is not None
-            and not seq.forced_token_ids
-            and seq.think_tokens_in_block >= budget
+            and not seq.think.forced_token_ids
+            and seq.think.tokens_in_block >= budget
         ):
-            seq.forced_token_ids.extend(self.markers.end_token_ids)
-        return seq.forced_token_ids[0] if seq.forced_token_ids else None
+            seq.think.forced_token_ids.extend(self.markers.end_token_ids)
+        return seq.think.forced_token_ids[0] if seq.think.forced_token_ids else None
 
     def observe(self, seq: Sequence, token_id: int) -> ThinkEvent | None:
         """Updates the think state with a token just appended to the sequence."""
-        was_forced = bool(seq.forced_token_ids) and seq.forced_token_ids[0] == token_id
+        was_forced = bool(seq.think.forced_token_ids) and seq.think.forced_token_ids[0] == token_id
         if was_forced:
-            seq.forced_token_ids.pop(0)
+            seq.think.forced_token_ids.pop(0)
         else:
             # Only a replayed history that diverged from what was forced gets here.
-            seq.forced_token_ids.clear()
-        if seq.in_think:
-            seq.think_tokens_in_block += 1
+            seq.think.forced_token_ids.clear()
+        if seq.think.in_block:
+            seq.think.tokens_in_block += 1
             end = self.markers.end_token_ids
-            if seq.think_tokens_in_block >= len(end) and _ends_with(seq.token_ids, end):
-                seq.num_reasoning_tokens += seq.think_tokens_in_block - len(end)
-                seq.in_think = False
-                seq.think_tokens_in_block = 0
-                seq.forced_token_ids.clear()
+            if seq.think.tokens_in_block >= len(end) and _ends_with(seq.token_ids, end):
+                seq.think.num_reasoning_tokens += seq.think.tokens_in_block - len(end)
+                seq.think.in_block = False
+                seq.think.tokens_in_block = 0
+                seq.think.forced_token_ids.clear()
                 return ThinkEvent.CLOSED_BY_BUDGET if was_forced else ThinkEvent.CLOSED_BY_MODEL
             return None
         start = self.markers.start_token_ids
         if start and seq.num_output_tokens >= len(start) and _ends_with(seq.token_ids, start):
             # A later block gets a fresh budget.
-            seq.in_think = True
-            seq.think_tokens_in_block = 0
+            seq.think.in_block = True
+            seq.think.tokens_in_block = 0
             return ThinkEvent.OPENED
         return None
 
     def reasoning_tokens(self, seq: Sequence) -> int:
         """Reasoning tokens so far, the open block's included, forced marker tokens not."""
-        if not seq.in_think:
-            return seq.num_reasoning_tokens
+        if not seq.think.in_block:
+            return seq.think.num_reasoning_tokens
         forced_so_far = (
-            len(self.markers.end_token_ids) - len(seq.forced_token_ids)
-            if seq.forced_token_ids
+            len(self.markers.end_token_ids) - len(seq.think.forced_token_ids)
+            if seq.think.forced_token_ids
             else 0
         )
-        return seq.num_reasoning_tokens + seq.think_tokens_in_block - forced_so_far
+        return seq.think.num_reasoning_tokens + seq.think.tokens_in_block - forced_so_far
 
     def partial_marker_length(self, seq: Sequence) -> int:
         """How many trailing tokens could be the opening of the marker awaited next (the end
         marker inside a block, the start marker outside): text that must wait to learn
         whether it is a marker, which belongs to no channel."""
-        if seq.in_think:
-            marker, available = self.markers.end_token_ids, seq.think_tokens_in_block
+        if seq.think.in_block:
+            marker, available = self.markers.end_token_ids, seq.think.tokens_in_block
         else:
             marker, available = self.markers.start_token_ids, seq.num_output_tokens
         tail = seq.token_ids
