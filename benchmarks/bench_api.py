@@ -4,7 +4,6 @@ the SYNTHETIC tokens from this same process through the same fold, without NATS.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -18,8 +17,10 @@ from sse_starlette import EventSourceResponse, ServerSentEvent  # noqa: E402
 
 from api.app import create_app  # noqa: E402
 from api.body import read_request  # noqa: E402
+from api.deps import SHARED_OWNER  # noqa: E402
 from api.normalize import accept  # noqa: E402
 from api.settings import ApiSettings  # noqa: E402
+from api.streaming import server_sent_event  # noqa: E402
 from benchmarks.synthetic_engine import TOKEN_TEXT  # noqa: E402
 from events import GenerationFinished, GenerationStarted, ResponseFold, TokensGenerated, Usage  # noqa: E402
 from events.ids import new_response_id  # noqa: E402
@@ -32,7 +33,7 @@ def build_app() -> object:
 
     async def direct(request: Request) -> EventSourceResponse:
         body = await read_request(request, settings.max_body_bytes)
-        accepted = accept(body, new_response_id())
+        accepted = accept(body, new_response_id(), owner=SHARED_OWNER)
         max_tokens = body.max_output_tokens or 64
 
         async def events() -> AsyncIterator[ServerSentEvent]:
@@ -41,8 +42,7 @@ def build_app() -> object:
             log = [accepted, GenerationStarted(response_id=rid, seq=1, worker_id="direct", input_tokens=1)]
             for event in log:
                 for sse in state.apply(event):
-                    yield ServerSentEvent(data=json.dumps(sse, separators=(",", ":")),
-                                          event=sse["type"], id=str(sse["sequence_number"]))
+                    yield server_sent_event(sse)
             for index in range(max_tokens):
                 await asyncio.sleep(step_interval)
                 seq = state.last_seq + 1
@@ -55,8 +55,7 @@ def build_app() -> object:
                 else:
                     batch = state.apply(event)
                 for sse in batch:
-                    yield ServerSentEvent(data=json.dumps(sse, separators=(",", ":")),
-                                          event=sse["type"], id=str(sse["sequence_number"]))
+                    yield server_sent_event(sse)
 
         return EventSourceResponse(events())
 
