@@ -15,6 +15,7 @@ from api.errors import install_error_handlers
 from api.metrics import ApiMetrics, RequestMetrics
 from api.openapi import install_openapi
 from api.routes import (
+    compact,
     conversations,
     health,
     input_tokens,
@@ -83,6 +84,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(responses.router)
     app.include_router(responses_socket.router)
     app.include_router(input_tokens.router)
+    app.include_router(compact.router)
     app.include_router(stored_responses.router)
     app.include_router(conversations.router)
     playground.install_playground(app)

@@ -65,8 +65,8 @@ def _key_id(key: bytes) -> bytes:
     return hashlib.sha256(key).digest()[:_KEY_ID_BYTES]
 
 
-def _bound_to(owner: str | None, model: str) -> bytes:
-    return json.dumps(["spate.reasoning", owner or "", model]).encode()
+def _bound_to(owner: str | None, model: str, purpose: str) -> bytes:
+    return json.dumps([f"spate.{purpose}", owner or "", model]).encode()
 
 
 class ContentKeys:
@@ -98,16 +98,16 @@ class ContentKeys:
                         "reasoning items go out without it", ENCRYPTED_REASONING,
                         KEYS_ENV, KEY_FILE_ENV)
 
-    def seal(self, text: str, owner: str | None, model: str) -> str:
+    def seal(self, text: str, owner: str | None, model: str, purpose: str = "reasoning") -> str:
         """The sealed form of `text` (call only with a key: see `enabled`)."""
         if self._sealing is None:
             raise ValueError("no sealing key is configured")
         nonce = os.urandom(_NONCE_BYTES)
-        sealed = AESGCM(self._sealing).encrypt(nonce, text.encode(), _bound_to(owner, model))
+        sealed = AESGCM(self._sealing).encrypt(nonce, text.encode(), _bound_to(owner, model, purpose))
         token = base64.urlsafe_b64encode(_key_id(self._sealing) + nonce + sealed).decode()
         return _PREFIX + token
 
-    def open(self, token: str, owner: str | None, model: str) -> str:
+    def open(self, token: str, owner: str | None, model: str, purpose: str = "reasoning") -> str:
         """The text `token` sealed; ValueError, saying why, when it cannot be opened here."""
         if not self._keys:
             raise ValueError(f"this server has no encryption key ({KEYS_ENV}), so it cannot "
@@ -123,7 +123,7 @@ class ContentKeys:
             raise ValueError("it was sealed under a key this server does not hold")
         nonce, sealed = raw[_KEY_ID_BYTES:_KEY_ID_BYTES + _NONCE_BYTES], raw[_KEY_ID_BYTES + _NONCE_BYTES:]
         try:
-            return AESGCM(key).decrypt(nonce, sealed, _bound_to(owner, model)).decode()
+            return AESGCM(key).decrypt(nonce, sealed, _bound_to(owner, model, purpose)).decode()
         except (InvalidTag, ValueError):
             raise ValueError("it was altered, or sealed for another API key or model") from None
 

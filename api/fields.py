@@ -106,8 +106,8 @@ FIELDS.update({
     "media_io_kwargs": (Treatment.REJECTED, "not supported: options for loading images, audio or video, and the served models are text-only"),
     "mm_processor_kwargs": (Treatment.REJECTED, "not supported: options for a multimodal processor, and the served models are text-only"),
     "watermarking": (Treatment.REJECTED, "not supported: spate marks no output, and a response served without the asked-for watermark would pass as marked"),
-    "context_management": (Treatment.REJECTED, "not supported: spate compacts no context on the server's side; truncation auto drops the oldest turns instead"),
 })
+FIELDS["context_management"] = (Treatment.HONORED, "one entry, type compaction: when the input passes compact_threshold tokens (at least 1,000; counted by a worker with the chat template; no threshold: 80% of the model's context), its older turns are replaced by a compaction item the served model writes, which opens the response's output (docs/api.md, Compaction)")
 FIELDS["moderation"] = (Treatment.REJECTED, "not supported: spate runs no moderation model, and a response served without the asked-for moderation would pass as moderated")
 
 # The value that leaves a refused field's feature off, where it is not null. Clients send

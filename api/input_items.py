@@ -136,6 +136,16 @@ class ReasoningItem(StrictModel):
         return "".join(part.text for part in self.content or [])
 
 
+class CompactionItem(StrictModel):
+    """Earlier turns replaced by a summary (api/compaction.py): opened into a developer
+    message before lowering."""
+
+    type: Literal["compaction"]
+    encrypted_content: str = Field(min_length=1)
+    id: str | None = None
+    created_by: str | None = None
+
+
 # Item type -> union tag.
 ITEM_TAGS = {
     "message": "Message",
@@ -143,6 +153,7 @@ ITEM_TAGS = {
     "function_call_output": "FunctionCallOutput",
     "reasoning": "Reasoning",
     **TOOL_ITEM_TAGS,
+    "compaction": "Compaction",
 }
 
 
@@ -151,7 +162,8 @@ InputItem = Annotated[
     | Annotated[FunctionCallItem, Tag("FunctionCall")]
     | Annotated[FunctionCallOutputItem, Tag("FunctionCallOutput")]
     | Annotated[ReasoningItem, Tag("Reasoning")]
-    | TaggedToolItem,
+    | TaggedToolItem
+    | Annotated[CompactionItem, Tag("Compaction")],
     # A message may leave its type out.
     Discriminator(tag_by_type(ITEM_TAGS, missing="message")),
 ]
@@ -174,6 +186,7 @@ RequestInputItem = Annotated[
     | Annotated[FunctionCallOutputItem, Tag("FunctionCallOutput")]
     | Annotated[ReasoningItem, Tag("Reasoning")]
     | TaggedToolItem
+    | Annotated[CompactionItem, Tag("Compaction")]
     | Annotated[ItemReference, Tag("ItemReference")],
     Discriminator(tag_by_type(REQUEST_ITEM_TAGS, missing="message")),
 ]

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
 
+from api.compaction import Compacted, compact, compaction_threshold, expanded_compactions
 from api.context import Context, context_of, resolved_references, stored_request, with_context
 from api.encrypted_content import ContentKeys, opened_reasoning
-from api.errors import APIError, request_id_taken
+from api.errors import ERROR_STATUS, APIError, request_id_taken
 from api.input_files import refuse_images, with_file_text
 from api.item_ids import check_unique_item_ids
 from api.limits import check_limits
+from api.input_items import CompactionItem, MessageItem
 from api.normalize import accept
 from api.request_model import ResponsesRequest
 from api.settings import ApiSettings
@@ -22,7 +24,7 @@ from api.store_access import require_store_for_field, store_or_none
 from api.tool_policy import check_server_tools
 from events import ModelCard, RequestAccepted
 from events.ids import new_response_id
-from journal import Journal
+from journal import CountRefused, Journal
 from store import Store
 
 
@@ -57,8 +59,17 @@ async def built_request(
     store, body, context, card = await _prepared(
         request, journal, settings, body, owner, content_keys, chain)
     response_id = await response_id_for(store, body)
-    event = accept(with_context(body, context), response_id, card.default_sampling,
-                   owner=owner)
+    model_input = expanded_compactions(with_context(body, context), content_keys, owner)
+    event = accept(model_input, response_id, card.default_sampling, owner=owner)
+    if body.context_management:
+        compacted = await compacted_if_long(journal, event, model_input, card, owner,
+                                            content_keys)
+        if compacted is not None:
+            compacted_input = model_input.model_copy(update={"input": [
+                *compacted.instructions, CompactionItem.model_validate(compacted.item)]})
+            event = accept(expanded_compactions(compacted_input, content_keys, owner),
+                           response_id, card.default_sampling, owner=owner)
+            event = event.model_copy(update={"compaction": compacted.item})
     check_limits(event)
     if store is not None:
         event = stored_request(event, body, context)
@@ -66,6 +77,25 @@ async def built_request(
         echo = {**event.echo, "previous_response_id": body.previous_response_id}
         event = event.model_copy(update={"echo": echo})
     return BuiltRequest(event, body, context)
+
+
+async def compacted_if_long(
+    journal: Journal, event: RequestAccepted, model_input: ResponsesRequest, card: ModelCard,
+    owner: str, content_keys: ContentKeys,
+) -> Compacted | None:
+    """The request's input compacted when a worker counts more tokens in it than its
+    `context_management` threshold (80% of the model's context without one)."""
+    threshold = compaction_threshold(model_input) or card.context_length * 4 // 5
+    try:
+        count = await journal.count_input_tokens(event)
+    except CountRefused as refused:
+        raise APIError(ERROR_STATUS.get(refused.code, 500), refused.message,
+                       param=refused.param, code=refused.code) from refused
+    if count <= threshold:
+        return None
+    items = model_input.input if isinstance(model_input.input, list) else [
+        MessageItem(role="user", content=model_input.input)]
+    return await compact(journal, model_input, list(items), card, owner, content_keys)
 
 
 async def would_be_event(
@@ -76,10 +106,22 @@ async def would_be_event(
     would (to count its input tokens)."""
     _, body, context, card = await _prepared(
         request, journal, settings, body, owner, content_keys)
-    event = accept(with_context(body, context), new_response_id(), card.default_sampling,
-                   owner=owner)
+    event = accept(expanded_compactions(with_context(body, context), content_keys, owner),
+                   new_response_id(), card.default_sampling, owner=owner)
     check_limits(event)
     return event
+
+
+async def conversation_items(
+    request: HTTPConnection, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    owner: str, content_keys: ContentKeys,
+) -> tuple[ResponsesRequest, ModelCard]:
+    """The request with the earlier turns it builds on before its own input, compaction
+    items opened (the conversation `POST /v1/responses/compact` compacts), and its model's
+    card."""
+    _, body, context, card = await _prepared(
+        request, journal, settings, body, owner, content_keys)
+    return expanded_compactions(with_context(body, context), content_keys, owner), card
 
 
 async def _prepared(

@@ -71,6 +71,15 @@ class PromptCacheOptions(StrictModel):
         return value
 
 
+class ContextManagement(StrictModel):
+    """`context_management` entries: only compaction, past a token threshold
+    (api/compaction.py)."""
+
+    type: Literal["compaction"]
+    # Below 1,000 a compacted input would hardly fit its own summary.
+    compact_threshold: int | None = Field(default=None, ge=1_000, le=10_000_000)
+
+
 class ConversationRef(StrictModel):
     id: str = Field(min_length=1)
 
@@ -145,6 +154,7 @@ class ResponsesRequest(StrictModel):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     structured_outputs: StructuredOutputs | None = None
+    context_management: list[ContextManagement] | None = Field(default=None, max_length=1)
     # Stateful fields: honored with the response store on (api/request_event.py).
     background: bool | None = None
     previous_response_id: str | None = Field(default=None, min_length=1)

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from api.input_items import (
+    CompactionItem,
     FunctionCallItem,
     FunctionCallOutputItem,
     InputItem,
@@ -74,6 +75,9 @@ def _item_dict(item: Any) -> dict[str, Any]:
     if isinstance(item, ToolCallItem | ToolOutputItem):
         data = item.model_dump(exclude_none=True, by_alias=True)
         return {**data, "id": getattr(item, "id", None) or _new_id(TOOL_ITEM_ID_PREFIX[item.type])}
+    if isinstance(item, CompactionItem):
+        return {"type": "compaction", "id": item.id or _new_id("cmp"),
+                "encrypted_content": item.encrypted_content}
     raise TypeError(f"not an input item: {item!r}")
 
 

@@ -174,6 +174,16 @@ class ResponseFold:
         if self.status == "queued":
             self.status = "in_progress"
             self._emit("response.in_progress", response=self.response())
+            if self._accepted.compaction is not None:
+                self._compaction_item(self._accepted.compaction)
+
+    def _compaction_item(self, item: dict[str, Any]) -> None:
+        """The compaction item the API made before publishing: output item 0."""
+        index = self._next_output_index
+        self._next_output_index += 1
+        self._emit("response.output_item.added", output_index=index, item=item)
+        self.output.append(item)
+        self._emit("response.output_item.done", output_index=index, item=item)
 
     def _on_tokens(self, event: TokensGenerated) -> None:
         if event.channel == "tool_call":

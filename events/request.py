@@ -146,6 +146,9 @@ class RequestAccepted(Event):
     # The conversation the response's input and output items are added to when it ends.
     conversation_id: str | None = None
     background: bool = False
+    # The compaction item (`type`, `id`, `encrypted_content`) that replaced the input's
+    # older turns (context_management): the response's output opens with it.
+    compaction: dict[str, Any] | None = None
 
     @property
     def new_input_items(self) -> tuple[dict[str, Any], ...]:

@@ -226,10 +226,51 @@ can name or reach:
   (the answer says nothing more), and of two requests racing for one id exactly one
   gets it: the log is claimed atomically when the request is published.
 
+## Compaction
+
+Long agent sessions outgrow the model's context (8k tokens for the default model). Two
+ways keep them going, one mechanism (`api/compaction.py`):
+
+- `POST /v1/responses/compact` takes `model`, `input` and/or `previous_response_id`,
+  `instructions`, `prompt_cache_key`, `safety_identifier` (the official SDK's
+  `client.responses.compact`) and answers `{"object": "response.compaction", "output":
+  [<compaction item>], "usage": ...}`. A conversation that is only its latest turn is a
+  400 (nothing to compact).
+- `context_management: [{"type": "compaction", "compact_threshold": N}]` on a create: a
+  worker counts the input's tokens with the chat template; past `N` (at least 1,000;
+  without it, 80% of the model's context) the input is compacted before the request is
+  published, the model answers from the compacted input, and the response's output
+  opens with the compaction item (`response.output_item.added`/`.done` right after
+  `response.in_progress`, streamed or not).
+
+What a compaction item holds: a summary of the older turns, written by the served model
+itself (the turns rendered as a transcript and read in parts of about 2,000 tokens, each
+folded into a running summary of up to 320 tokens; each part is an ordinary request of the
+caller's, one request event each), and the turns kept verbatim: the last user message and
+the latest steps after it (up to about 6,000 characters, never a tool output without its
+call). System and developer messages are instructions, not turns: they are neither
+summarized nor carried, and stay where the client sends them. `encrypted_content` is
+that content sealed like reasoning (AES-GCM under the server's key, bound to the owner
+and the model; see above), so it round-trips with `store: false`; on a server without a
+key it is base64 marked `spate0.`, unsealed. A tampered or foreign item is a 400 naming
+it.
+
+Sent back in `input` (or found in a `previous_response_id` chain or a conversation), the
+turns before the last compaction item are dropped, since it stands for them (instructions
+stay), and the item opens into a developer message `Summary of the earlier conversation
+(compacted): ...` followed by the kept turns.
+
+What a small model's summary keeps, and what it cannot: names, numbers, file names,
+decisions and the task still open survive well; exact wording, long code and tool
+outputs do not (an item's text in the transcript is cut at 3,000 characters), and a
+135M-parameter model's summaries are short and sometimes lossy. The latest turn is
+always kept word for word, so the question being answered is never paraphrased.
+
 ## Other routes
 
 - `GET /`: the playground, a page that streams a response with its reasoning and answer
   side by side (files in `api/static/`; see the README's "Try it in a browser").
+- `POST /v1/responses/compact`: see Compaction above.
 - `GET /v1/models`: the models some live worker serves.
 - `GET /health`: the process is up. `GET /ready`: NATS connected and at least one live worker.
 - `GET /v1/responses/{id}` (also with `?stream=true&starting_after=N`),

@@ -199,3 +199,17 @@ def test_an_event_the_fold_does_not_know_fails_loudly(stranger: object) -> None:
 def test_every_log_event_the_codec_knows_has_a_case() -> None:
     (union, _) = get_args(AnyEvent)
     assert set(get_args(union)) - {CancelRequested} == set(LOG_EVENT_TYPES)
+
+
+def test_a_compaction_item_opens_the_output() -> None:
+    item = {"type": "compaction", "id": "cmp_1", "encrypted_content": "spate0.eA=="}
+    log = log_of(started(), tokens("text", "Hi"), finished("stop", 1))
+    log[0] = accepted().model_copy(update={"compaction": item})
+    state = fold(log)
+    assert types(state)[:4] == [
+        "response.created", "response.in_progress",
+        "response.output_item.added", "response.output_item.done",
+    ]
+    output = state.response()["output"]
+    assert output[0] == item and output[1]["type"] == "message"
+    assert state.sse_events[4]["output_index"] == 1  # the message comes after it
