@@ -64,7 +64,7 @@ PART_CHARS = 8_000
 # One item's text in the transcript at most; longer tool outputs are cut in the middle.
 ITEM_CHARS = 3_000
 # The summary's length, in tokens, per part.
-SUMMARY_TOKENS = 320
+SUMMARY_TOKENS = 256
 # How long one summary request may take before the compaction fails (504).
 SUMMARY_TIMEOUT_S = 300.0
 # The latest turns kept verbatim, in characters at most (besides the last user message).

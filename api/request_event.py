@@ -89,8 +89,10 @@ async def compacted_if_long(
     try:
         count = await journal.count_input_tokens(event)
     except CountRefused as refused:
-        raise APIError(ERROR_STATUS.get(refused.code, 500), refused.message,
-                       param=refused.param, code=refused.code) from refused
+        if refused.code != "context_length_exceeded":  # past the context is past any threshold
+            raise APIError(ERROR_STATUS.get(refused.code, 500), refused.message,
+                           param=refused.param, code=refused.code) from refused
+        count = threshold + 1
     if count <= threshold:
         return None
     items = model_input.input if isinstance(model_input.input, list) else [

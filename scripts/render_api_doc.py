@@ -245,7 +245,7 @@ ways keep them going, one mechanism (`api/compaction.py`):
 
 What a compaction item holds: a summary of the older turns, written by the served model
 itself (the turns rendered as a transcript and read in parts of about 2,000 tokens, each
-folded into a running summary of up to 320 tokens; each part is an ordinary request of the
+folded into a running summary of up to 256 tokens; each part is an ordinary request of the
 caller's, one request event each), and the turns kept verbatim: the last user message and
 the latest steps after it (up to about 6,000 characters, never a tool output without its
 call). System and developer messages are instructions, not turns: they are neither
