@@ -14,9 +14,9 @@ from api.context import Context, context_of, resolved_references, stored_request
 from api.encrypted_content import ContentKeys, opened_reasoning
 from api.errors import ERROR_STATUS, APIError, request_id_taken
 from api.input_files import refuse_images, with_file_text
+from api.input_items import CompactionItem, MessageItem
 from api.item_ids import check_unique_item_ids
 from api.limits import check_limits
-from api.input_items import CompactionItem, MessageItem
 from api.normalize import accept
 from api.request_model import ResponsesRequest
 from api.settings import ApiSettings
