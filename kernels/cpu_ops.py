@@ -85,7 +85,9 @@ def build_library(
 
     A process that finds the library built loads it; two that both need it build it
     once, one after the other (a file lock: torch's own `lock` file is left behind by a
-    build that was killed, and would make every later build wait for it forever).
+    build that was killed, and would make every later build wait for it forever). The
+    files are compiled from a copy in the build directory, so checkouts with the same
+    sources at other paths find the library built rather than rebuild it in turn.
     """
     from torch.utils.cpp_extension import load as build
 
@@ -95,17 +97,32 @@ def build_library(
     with _exclusive(directory / "build.lock"):
         # Holding the lock, no build of this library runs: a `lock` file is stale.
         (directory / "lock").unlink(missing_ok=True)
+        copies = _copy_sources(directory / "src", [*hashed, *sources])
         build(
             name=name,
-            sources=[str(source) for source in sources],
+            sources=[str(copies[source]) for source in sources],
             extra_cflags=list(cflags),
             extra_ldflags=LDFLAGS,
-            extra_include_paths=[str(SOURCE_DIR)],
+            extra_include_paths=[str(directory / "src")],
             build_directory=str(directory),
             is_python_module=False,
             verbose=False,
         )
     return name
+
+
+def _copy_sources(into: Path, files: Iterable[Path]) -> dict[Path, Path]:
+    """Each file copied into `into` under its own name (left alone where the copy already
+    holds its bytes, so its time stamp tells the build nothing changed): file -> copy."""
+    into.mkdir(exist_ok=True)
+    copies = {}
+    for path in files:
+        copy = into / path.name
+        data = path.read_bytes()
+        if not copy.is_file() or copy.read_bytes() != data:
+            copy.write_bytes(data)
+        copies[path] = copy
+    return copies
 
 
 @contextmanager
