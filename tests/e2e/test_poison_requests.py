@@ -34,9 +34,8 @@ async def publish_and_drop(nats_url: str, response_id: str) -> None:
                 messages=(ChatMessage(role="user", content="Hi"),),
             ))
             for _ in range(TRIES):
-                deliveries: list = []
-                while not deliveries:
-                    deliveries = await queue.fetch(batch=1, timeout=5)
+                deliveries = await queue.fetch(batch=1, timeout=30)
+                assert deliveries, "the request was not delivered"
                 await deliveries[0].nak()
         finally:
             await queue.close()
