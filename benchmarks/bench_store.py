@@ -5,14 +5,15 @@ redis-server and the API with the store on:
     client receiving it to the store announcing it on the response's notify channel
     (published by the same Lua script that writes it, so it is visible by then);
 (b) GET /v1/responses/{id} latency over the stored responses;
-(c) Redis memory per stored response (INFO used_memory delta over the count);
+(c) Redis memory per stored response (INFO used_memory delta over the count), against
+    the size of its final Response JSON (the target: at most 3x);
 (d) time to first token of turn 2 of a previous_response_id chain against turn 1,
     with the real default model (turn 2's prompt starts with turn 1's: prefix cache).
 
 (a)-(c) run on the SYNTHETIC token source (benchmarks/synthetic_engine.py), so they
 measure the serving and storing path alone; (d) on the real model.
 
-    .venv/bin/python benchmarks/bench_store.py [--streams 64] [--tokens 128] [--smoke]
+    .venv/bin/python benchmarks/bench_store.py [--streams 64] [--tokens 128] [--no-model] [--smoke]
 """
 
 from __future__ import annotations
@@ -122,6 +123,15 @@ async def stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> t
     return response_id, received, event
 
 
+async def wait_sealed(client: redis.asyncio.Redis, response_ids: list[str]) -> None:
+    deadline = time.monotonic() + 30
+    for response_id in response_ids:
+        while not await client.hexists(f"spate:response:{{{response_id}}}", "sse_packed"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{response_id} was never sealed")
+            await asyncio.sleep(0.05)
+
+
 async def store_path(base_url: str, redis_url: str, streams: int, tokens: int, gets: int) -> dict[str, float]:
     """(a), (b) and (c) on the synthetic token source."""
     url = f"{base_url}/v1/responses"
@@ -150,7 +160,16 @@ async def store_path(base_url: str, redis_url: str, streams: int, tokens: int, g
             missing = sum(len(received) - len(visibility.at[rid]) for rid, received, _ in results)
             if missing:
                 raise RuntimeError(f"{missing} streamed events never became visible in Redis")
+            # An ended response is sealed (its SSE events packed) just after its last
+            # event is visible: measured once every response is.
+            await wait_sealed(watcher_client, [rid for rid, _, _ in results])
             after = (await watcher_client.info("memory"))["used_memory"]
+            # What the keys themselves take (MEMORY USAGE), without the allocator's and
+            # the connections' share that used_memory counts too; over every response
+            # stored (the warm-up's too).
+            keys_bytes = 0
+            async for key in watcher_client.scan_iter(count=1000):
+                keys_bytes += await watcher_client.memory_usage(key) or 0
             latencies = []
             for index in range(gets):
                 rid = results[index % len(results)][0]
@@ -168,6 +187,9 @@ async def store_path(base_url: str, redis_url: str, streams: int, tokens: int, g
         "lag_p50_ms": statistics.median(lags), "lag_p99_ms": percentile(lags, 0.99),
         "get_p50_ms": statistics.median(latencies), "get_p99_ms": percentile(latencies, 0.99),
         "bytes_per_response": (after - before) / streams,
+        "key_bytes_per_response": keys_bytes / (streams + 2),
+        "final_json_bytes": statistics.mean(
+            len(json.dumps(last["response"], separators=(",", ":"))) for _, _, last in results),
         "sse_events_per_response": len(lags) / streams,
     }
 
@@ -233,6 +255,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--turn-tokens", type=int, default=16, help="tokens per turn in (d)")
     parser.add_argument("--step-interval", type=float, default=0.01,
                         help="seconds per synthetic decode step")
+    parser.add_argument("--no-model", action="store_true",
+                        help="(a)-(c) only: no real model, no (d)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds not minutes")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -253,6 +277,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             wait_model(base_url, SYNTHETIC_MODEL, synthetic, timeout=60)
             figures = asyncio.run(store_path(base_url, store.url, args.streams, args.tokens, args.gets))
             synthetic.stop()  # leave the cores to the real model
+            if args.no_model:
+                report(args, figures)
+                return figures
             worker = Child([sys.executable, "-m", "cli.main", "worker", "--model", MODEL], env, "worker")
             children.append(worker)
             wait_model(base_url, MODEL, worker, timeout=600)
@@ -276,12 +303,19 @@ def report(args: argparse.Namespace, figures: dict[str, float]) -> None:
         ("GET /v1/responses/{id} p99", f"{figures['get_p99_ms']:.2f} ms"),
         ("Redis memory per stored response", f"{figures['bytes_per_response'] / 1024:.1f} KiB "
                                               f"({figures['sse_events_per_response']:.0f} SSE events)"),
-        ("turn 1 time to first token", f"{figures['turn1_ttft_ms']:.0f} ms"),
-        ("turn 2 time to first token (previous_response_id)", f"{figures['turn2_ttft_ms']:.0f} ms"),
-        ("turn 2 / turn 1", f"{figures['turn2_ttft_ms'] / figures['turn1_ttft_ms']:.2f}"),
-        ("turn 2 input tokens, of them cached", f"{figures['turn2_input_tokens']:.0f}, "
-                                                 f"{figures['turn2_cached_tokens']:.0f}"),
+        ("its keys' MEMORY USAGE per stored response", f"{figures['key_bytes_per_response'] / 1024:.1f} KiB"),
+        ("its final Response JSON", f"{figures['final_json_bytes'] / 1024:.1f} KiB"),
+        ("keys / final JSON (target <= 3)",
+         f"{figures['key_bytes_per_response'] / figures['final_json_bytes']:.2f}"),
     ]
+    if "turn1_ttft_ms" in figures:
+        rows += [
+            ("turn 1 time to first token", f"{figures['turn1_ttft_ms']:.0f} ms"),
+            ("turn 2 time to first token (previous_response_id)", f"{figures['turn2_ttft_ms']:.0f} ms"),
+            ("turn 2 / turn 1", f"{figures['turn2_ttft_ms'] / figures['turn1_ttft_ms']:.2f}"),
+            ("turn 2 input tokens, of them cached", f"{figures['turn2_input_tokens']:.0f}, "
+                                                 f"{figures['turn2_cached_tokens']:.0f}"),
+        ]
     width = max(len(name) for name, _ in rows)
     print(f"{'measure':<{width}} | value")
     print("-" * (width + 20))

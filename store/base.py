@@ -38,21 +38,24 @@ class Store(ABC):
         response_id: str,
         seq: int,
         *,
-        raw_event: bytes,
         sse_events: Sequence[Mapping[str, Any]],
         status: str,
         response: Mapping[str, Any] | None = None,
         owner: str | None = None,
         input_items: Sequence[Mapping[str, Any]] = (),
+        events: int = 1,
     ) -> bool:
-        """Apply one event of a response's log, atomically, if `seq` is the next one.
+        """Apply `events` consecutive events of a response's log (seqs `seq` ..
+        `seq + events - 1`: a batch is one write), atomically, if `seq` is the next one.
 
-        Stores the raw event (for refolding), the SSE events the fold produced for it
-        (numbered on from the ones already stored), the status and, when given, the new
-        Response snapshot (None keeps the last one). `owner` and `input_items` are meant
-        for seq 0; an owner, once set, is kept. Input items without an `id` get one.
-        Returns True when applied; False for a seq already applied (a redelivery or a
-        replay) or a deleted response. Raises `SeqGap` when `seq` is past the next one.
+        Stores the SSE events the fold produced for them (numbered on from the ones
+        already stored), the status after them and, when given, the new Response
+        snapshot (None keeps the last one). `owner` and `input_items` are meant for seq
+        0; an owner, once set, is kept. Input items without an `id` get one. The raw
+        events stay in the log (JetStream), not here. Returns True when applied; False
+        when every seq was applied already (a redelivery or a replay) or the response
+        is deleted. Raises `SeqGap` when `seq` is not the next one and the run is not
+        all applied (a gap, or a run that overlaps the applied events).
         """
 
     @abstractmethod
@@ -66,10 +69,6 @@ class Store(ABC):
     @abstractmethod
     async def sse_events(self, response_id: str, after: int = -1) -> list[JSONObject]:
         """The stored SSE events with `sequence_number` > `after`, in order."""
-
-    @abstractmethod
-    async def raw_events(self, response_id: str, from_seq: int = 0) -> list[bytes]:
-        """The raw events from `from_seq` on, in seq order (to rebuild a fold)."""
 
     @abstractmethod
     def follow_sse(

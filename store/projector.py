@@ -22,7 +22,7 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
-from events import RequestAccepted, ResponseFold, decode, encode
+from events import RequestAccepted, ResponseFold, decode
 from events.codec import EventDecodeError
 from events.fold import TERMINAL_SSE_TYPES
 from journal import Delivery, DurableConsumer, Journal, JournalUnavailable
@@ -102,10 +102,14 @@ class Projector:
                 await asyncio.sleep(1.0)
 
     async def _project_all(self, deliveries: list[Delivery]) -> None:
-        """One response's deliveries in order; on a failure, this one and the rest are
-        handed back and come again in a second, not after the consumer's ack wait. Only
-        an outage is raised (it pauses the projection); other responses go on past any
-        other failure."""
+        """One response's deliveries in order, as one store write when they follow on
+        from its fold (the usual case: a stream's events, in order). Anything else (a
+        gap, an event that fails) takes them one by one: on a failure, that one and the
+        rest are handed back and come again in a second, not after the consumer's ack
+        wait. Only an outage is raised (it pauses the projection); other responses go on
+        past any other failure."""
+        if await self._project_batch(deliveries):
+            return
         for index, delivery in enumerate(deliveries):
             try:
                 await self._project(delivery)
@@ -116,6 +120,36 @@ class Projector:
                 await _hand_back(deliveries[index:])
                 return
 
+    async def _project_batch(self, deliveries: list[Delivery]) -> bool:
+        """Project and ack the deliveries in one append; False (nothing written) when
+        they need the one-by-one path."""
+        if len(deliveries) < 2:
+            return False
+        try:
+            events = [decode(delivery.data) for delivery in deliveries]
+        except EventDecodeError:
+            return False
+        response_id = events[0].response_id
+        fold = self._folds.get(response_id)
+        if fold is None and events[0].seq == 0:
+            fold = ResponseFold()  # a new response: the append says if it is not
+        if (
+            fold is None or response_id in self._dead or response_id in self._unstored
+            or any(event.seq != fold.last_seq + 1 + index for index, event in enumerate(events))
+        ):
+            return False
+        try:
+            await self._append(fold, events)
+        except (StoreUnavailable, JournalUnavailable):
+            await _hand_back(deliveries)
+            raise
+        except Exception:  # SeqGap, a refused write: one by one, with their retries
+            self._folds.pop(response_id, None)
+            return False
+        for delivery in deliveries:
+            await delivery.ack_soon()
+        return True
+
     async def _project(self, delivery: Delivery) -> None:
         try:
             event = decode(delivery.data)
@@ -125,7 +159,7 @@ class Projector:
             return
         if event.response_id not in self._dead:
             try:
-                await self.apply(event, delivery.data)
+                await self.apply(event)
             except (StoreUnavailable, JournalUnavailable):
                 raise
             except Exception as error:
@@ -163,11 +197,11 @@ class Projector:
         if stored is not None and stored.status in FINISHED:
             return True
         for event in (await self._journal.read_log(response_id))[stored.next_seq if stored else 0:]:
-            await self.apply(event, encode(event))
+            await self.apply(event)
         stored = await self._store.get_response(response_id)
         return stored is not None and stored.status in FINISHED
 
-    async def apply(self, event: Any, raw: bytes) -> None:
+    async def apply(self, event: Any) -> None:
         """Project one event (any order, any number of times)."""
         response_id = event.response_id
         if response_id in self._unstored:
@@ -180,45 +214,51 @@ class Projector:
         if event.seq <= fold.last_seq:
             return
         try:
-            await self._append(fold, event, raw)
+            await self._append(fold, [event])
         except SeqGap:
             # The store is behind this fold (a write that failed, another projector):
-            # refold from the store, fill from the log, and append once more.
+            # refold from the log up to what the store has, fill the rest from the log,
+            # and append once more.
             fold = await self._catch_up(response_id, event.seq)
             if fold is not None and event.seq > fold.last_seq:
-                await self._append(fold, event, raw)
+                await self._append(fold, [event])
 
-    async def _append(self, fold: ResponseFold, event: Any, raw: bytes) -> None:
-        response_id = event.response_id
-        if isinstance(event, RequestAccepted) and not event.store:
+    async def _append(self, fold: ResponseFold, events: list[Any]) -> None:
+        """Fold consecutive events (following on from `fold`) and store them in one write."""
+        response_id = events[0].response_id
+        first = events[0] if isinstance(events[0], RequestAccepted) else None
+        if first is not None and not first.store:
             self._remember_unstored(response_id)
             return
-        status = fold.status
-        produced = fold.apply(event)
-        first = isinstance(event, RequestAccepted)
+        produced: list[dict[str, Any]] = []
         # The snapshot costs the whole Response: taken when the status or an item
         # changes, and every SNAPSHOT_EVERY events between, not for every token.
-        snapshot = (
-            first or fold.status != status or fold.last_seq % SNAPSHOT_EVERY == 0
-            or any(sse["type"] in SNAPSHOT_SSE_TYPES for sse in produced)
-        )
+        snapshot = first is not None
+        for event in events:
+            status = fold.status
+            fresh = fold.apply(event)
+            produced.extend(fresh)
+            snapshot = (
+                snapshot or fold.status != status or fold.last_seq % SNAPSHOT_EVERY == 0
+                or any(sse["type"] in SNAPSHOT_SSE_TYPES for sse in fresh)
+            )
         try:
             applied = await self._store.append(
-                response_id, event.seq, raw_event=raw, sse_events=produced,
+                response_id, events[0].seq, events=len(events), sse_events=produced,
                 status=fold.status or "queued", response=fold.response() if snapshot else None,
-                owner=event.owner if first else None,
-                input_items=event.input_items if first else (),
+                owner=first.owner if first is not None else None,
+                input_items=first.input_items if first is not None else (),
             )
         except StoreError:
-            # The fold has this event and the store may not: rebuilt from the store next time.
+            # The fold has these events and the store may not: rebuilt next time.
             self._folds.pop(response_id, None)
             raise
         if not applied:  # another projector was first, or the response was deleted
             self._folds.pop(response_id, None)
             return
         self._remember(response_id, fold)
-        if first and event.new_input_items:
-            await self._store.put_items(event.new_input_items, event.owner)
+        if first is not None and first.new_input_items:
+            await self._store.put_items(first.new_input_items, first.owner)
         if fold.done:
             self._folds.pop(response_id, None)
             if any(sse["type"] in TERMINAL_SSE_TYPES for sse in produced):
@@ -228,21 +268,28 @@ class Projector:
                     await self._slots.give_back(request.owner, response_id)
 
     async def _catch_up(self, response_id: str, seq: int) -> ResponseFold | None:
-        """The fold of the events before `seq`, or None when there is nothing to do."""
+        """The fold of the events before `seq`, or None when there is nothing to do. The
+        store keeps no raw events: the fold is rebuilt from the log (JetStream), which
+        holds every event of a response that is still being written."""
         next_seq = await self._store.next_seq(response_id)
         if seq < next_seq:
             return None  # applied already
+        if seq == 0:
+            return ResponseFold()
+        log_events = await self._journal.read_log(response_id)
+        if log_events and isinstance(log_events[0], RequestAccepted) and not log_events[0].store:
+            self._remember_unstored(response_id)
+            return None
+        if len(log_events) < seq:
+            log.warning("the log of %s holds %d events, not the %d before seq %d: left as "
+                        "stored", response_id, len(log_events), seq, seq)
+            return None
         fold = ResponseFold()
-        for raw in await self._store.raw_events(response_id):
-            fold.apply(decode(raw))
-        if next_seq == seq:
-            return fold
-        # The store lacks events before this one: the log has them.
-        for missing in (await self._journal.read_log(response_id))[next_seq:seq]:
-            if isinstance(missing, RequestAccepted) and not missing.store:
-                self._remember_unstored(response_id)
-                return None
-            await self._append(fold, missing, encode(missing))
+        for event in log_events[:next_seq]:
+            fold.apply(event)
+        # The store lacks the events from next_seq to seq - 1: stored as one write.
+        if next_seq < seq:
+            await self._append(fold, log_events[next_seq:seq])
         return fold if fold.last_seq == seq - 1 else None
 
     async def _keep_output(self, fold: ResponseFold) -> None:

@@ -31,18 +31,13 @@ class ResponseKeys:
 
     @property
     def meta(self) -> str:
-        """Hash: next_seq, status, response, owner, cancelled, input_next; or a
-        `deleted` tombstone."""
+        """Hash: next_seq, status, response, owner, cancelled, input_next, and once the
+        response has ended sse_packed and sse_count; or a `deleted` tombstone."""
         return self._base
 
     @property
-    def events(self) -> str:
-        """List: raw event bytes, index = seq."""
-        return f"{self._base}:events"
-
-    @property
     def sse(self) -> str:
-        """List: SSE event JSON, index = sequence_number."""
+        """List: SSE event JSON, index = sequence_number, until the response is sealed."""
         return f"{self._base}:sse"
 
     @property
@@ -62,7 +57,7 @@ class ResponseKeys:
 
     def all(self) -> list[str]:
         """Every key, in the order the scripts take them as KEYS."""
-        return [self.meta, self.events, self.sse, self.input_order, self.input_items]
+        return [self.meta, self.sse, self.input_order, self.input_items]
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,8 @@ def _source(name: str) -> str:
 @dataclass(frozen=True, slots=True)
 class RedisScripts:
     append: AsyncScript
+    seal: AsyncScript
+    read_sse: AsyncScript
     delete_response: AsyncScript
     mark_cancelled: AsyncScript
     page: AsyncScript

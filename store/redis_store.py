@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
+import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +27,8 @@ from store.redis_keys import DEAD_LETTERS_KEY, ResponseKeys, item_key
 from store.redis_notifications import Tails
 from store.redis_scripts import RedisScripts, read_page, translated_errors
 
+log = logging.getLogger("spate.store")
+
 # Connections one store object opens at most (SPATE_STORE_POOL_SIZE); a call past them
 # waits for one to come free.
 DEFAULT_POOL_SIZE = 64
@@ -32,6 +36,8 @@ DEFAULT_POOL_SIZE = 64
 DEFAULT_POOL_WAIT_S = 10.0
 # Append's script replies (store/lua/append.lua).
 _APPLIED, _DUPLICATE, _GAP, _DELETED = 1, 0, -1, -2
+# zlib level for sealed SSE events: past 6 the size barely falls and the time grows.
+_PACK_LEVEL = 6
 
 
 class RedisStore(RedisConversations, Store):
@@ -87,15 +93,17 @@ class RedisStore(RedisConversations, Store):
         response_id: str,
         seq: int,
         *,
-        raw_event: bytes,
         sse_events: Sequence[Mapping[str, Any]],
         status: str,
         response: Mapping[str, Any] | None = None,
         owner: str | None = None,
         input_items: Sequence[Mapping[str, Any]] = (),
+        events: int = 1,
     ) -> bool:
         if seq < 0:
             raise ValueError(f"seq is never negative, got {seq}")
+        if events < 1:
+            raise ValueError(f"an append covers at least one event, not {events}")
         if not status:
             raise ValueError("status is required")
         if seq == 0 and response is None:
@@ -103,7 +111,7 @@ class RedisStore(RedisConversations, Store):
         first_number = _first_sequence_number(sse_events)
         keys = ResponseKeys(response_id)
         args: list[Any] = [
-            seq, self.ttl_s, raw_event, status,
+            seq, events, self.ttl_s, status,
             "" if response is None else dump(response),
             owner or "", keys.notify, first_number, len(sse_events),
             *(dump(event) for event in sse_events),
@@ -112,6 +120,8 @@ class RedisStore(RedisConversations, Store):
         with translated_errors():
             code, value = await self._scripts.append(keys=keys.all(), args=args)
         if code == _APPLIED:
+            if any(event["type"] in TERMINAL_SSE_TYPES for event in sse_events):
+                await self._seal(keys)
             return True
         if code in (_DUPLICATE, _DELETED):
             return False
@@ -122,6 +132,18 @@ class RedisStore(RedisConversations, Store):
             f"response {response_id!r}: SSE events numbered from {first_number} do not "
             f"follow the {value} stored"
         )
+
+    async def _seal(self, keys: ResponseKeys) -> None:
+        """Pack an ended response's SSE events into one compressed value: what a resumed
+        stream reads, at a fraction of one list entry per event. Left as a list (still
+        read the same) when the list changed meanwhile."""
+        try:
+            with translated_errors():
+                values = await self._redis.lrange(keys.sse, 0, -1)
+                packed = zlib.compress(b"\n".join(_bytes(value) for value in values), _PACK_LEVEL)
+                await self._scripts.seal(keys=keys.all(), args=[packed, len(values), self.ttl_s])
+        except StoreError as error:  # the events are stored: unsealed, they only cost more
+            log.warning("could not seal %s: %s", keys.response_id, error)
 
     async def get_response(self, response_id: str) -> StoredResponse | None:
         fields = ["response", "status", "owner", "next_seq", "cancelled"]
@@ -144,14 +166,13 @@ class RedisStore(RedisConversations, Store):
         return int(value) if value is not None else 0
 
     async def sse_events(self, response_id: str, after: int = -1) -> list[JSONObject]:
+        keys = ResponseKeys(response_id)
+        start = max(after + 1, 0)  # list index = sequence_number
         with translated_errors():
-            values = await self._redis.lrange(ResponseKeys(response_id).sse, max(after + 1, 0), -1)
-        return [json.loads(value) for value in values]
-
-    async def raw_events(self, response_id: str, from_seq: int = 0) -> list[bytes]:
-        with translated_errors():
-            values = await self._redis.lrange(ResponseKeys(response_id).events, max(from_seq, 0), -1)
-        return [value if isinstance(value, bytes) else value.encode() for value in values]
+            reply = await self._scripts.read_sse(keys=[keys.meta, keys.sse], args=[start])
+        if reply[0] == 1:
+            return [json.loads(line) for line in zlib.decompress(reply[1]).split(b"\n")[start:]]
+        return [json.loads(value) for value in reply[1:]]
 
     async def follow_sse(
         self, response_id: str, after: int = -1, *, idle_timeout_s: float | None = None
@@ -255,6 +276,10 @@ def _first_sequence_number(sse_events: Sequence[Mapping[str, Any]]) -> int:
     if numbers and numbers != list(range(numbers[0], numbers[0] + len(numbers))):
         raise ValueError(f"SSE sequence numbers must rise by 1, got {numbers}")
     return numbers[0] if numbers else 0
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def _text(value: bytes | str) -> str:

@@ -12,7 +12,7 @@ from api.drain import SHUTTING_DOWN
 from api.errors import ERROR_STATUS, APIError
 from api.store_access import projector_of
 from api.streaming.live_response import LiveResponse
-from events import RequestAccepted, ResponseFold, encode
+from events import RequestAccepted, ResponseFold
 from journal import Journal, JournalUnavailable
 from store import StoreError
 
@@ -55,5 +55,5 @@ async def background_reply(
     attached) and answer with it queued."""
     await journal.publish_request(event, traceparent, claim=claim)
     if event.store:  # a GET right after this answer finds it
-        await projector_of(request).apply(event, encode(event))
+        await projector_of(request).apply(event)
     return JSONResponse(ResponseFold().apply(event)[0]["response"])

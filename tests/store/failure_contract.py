@@ -24,12 +24,11 @@ async def _first_followed(store: Store) -> Any:
 CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "ping": lambda store: store.ping(),
     "append": lambda store: store.append(
-        RESPONSE, 0, raw_event=b"{}", sse_events=[], status="queued", response={}
+        RESPONSE, 0, sse_events=[], status="queued", response={}
     ),
     "get_response": lambda store: store.get_response(RESPONSE),
     "next_seq": lambda store: store.next_seq(RESPONSE),
     "sse_events": lambda store: store.sse_events(RESPONSE),
-    "raw_events": lambda store: store.raw_events(RESPONSE),
     "follow_sse": _first_followed,
     "input_items": lambda store: store.input_items(RESPONSE),
     "delete_response": lambda store: store.delete_response(RESPONSE),

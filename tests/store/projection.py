@@ -15,7 +15,6 @@ from events import (
     ResponseFold,
     TokensGenerated,
     Usage,
-    encode,
     fold,
 )
 from store.base import Store
@@ -65,7 +64,7 @@ class Step:
 
     async def append_to(self, store: Store, **extra: Any) -> bool:
         return await store.append(
-            self.event.response_id, self.event.seq, raw_event=encode(self.event),
+            self.event.response_id, self.event.seq,
             sse_events=self.sse_events, status=self.status, response=self.response, **extra,
         )
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from events import decode, fold
+from events import fold
 from store.base import Store
 from store.errors import SeqGap, StoreError
 from tests.store.contract_base import ContractBase
@@ -32,9 +32,6 @@ class ResponseContract(ContractBase):
         assert stored.cancelled is False
         assert await store.next_seq(response_id) == len(log)
         assert await store.sse_events(response_id) == state.sse_events
-        # The raw events rebuild the same fold: the store can be refolded.
-        raw = await store.raw_events(response_id)
-        assert fold([decode(data) for data in raw]).response() == state.response()
 
     async def test_reads_after_a_position(self, store: Store) -> None:
         response_id = new_response_id()
@@ -42,9 +39,39 @@ class ResponseContract(ContractBase):
         state = await project(store, log)
         assert await store.sse_events(response_id, after=4) == state.sse_events[5:]
         assert await store.sse_events(response_id, after=len(state.sse_events) - 1) == []
-        assert [decode(data).seq for data in await store.raw_events(response_id, from_seq=3)] == list(
-            range(3, len(log))
-        )
+
+    async def test_a_run_of_events_is_one_append(self, store: Store) -> None:
+        response_id = new_response_id()
+        log_steps = steps(response_log(response_id))
+        await log_steps[0].append_to(store)
+        run = log_steps[1:4]
+        sse = [event for step in run for event in step.sse_events]
+        append = {"sse_events": sse, "status": run[-1].status, "events": len(run)}
+        assert await store.append(response_id, 1, **append) is True
+        assert await store.next_seq(response_id) == 4
+        assert await store.append(response_id, 1, **append) is False  # redelivered whole
+        # A run that overlaps the applied events is refused whole, as a gap is.
+        overlap = log_steps[3:5]
+        with pytest.raises(SeqGap) as refused:
+            await store.append(response_id, 3, events=2, status=overlap[-1].status,
+                               sse_events=[e for step in overlap for e in step.sse_events])
+        assert refused.value.expected == 4
+        for step in log_steps[4:]:
+            await step.append_to(store)
+        state = fold([step.event for step in log_steps])
+        assert await store.sse_events(response_id) == state.sse_events
+
+    async def test_an_ended_response_reads_back_the_same_sealed(self, store: Store) -> None:
+        # An ended response may keep its SSE events packed: every read is unchanged.
+        response_id = new_response_id()
+        log = response_log(response_id, answer=tuple(f" word{index}" for index in range(40)))
+        state = await project(store, log)
+        for after in (-1, 0, 7, len(state.sse_events) - 2, len(state.sse_events) - 1):
+            assert await store.sse_events(response_id, after=after) == state.sse_events[after + 1:]
+        followed = [event async for event in store.follow_sse(response_id, after=3)]
+        assert followed == state.sse_events[4:]
+        assert await store.delete_response(response_id) is True
+        assert await store.sse_events(response_id) == []
 
     async def test_a_repeated_or_older_seq_changes_nothing(self, store: Store) -> None:
         response_id = new_response_id()
@@ -55,7 +82,6 @@ class ResponseContract(ContractBase):
         assert await first.append_to(store) is False
         assert await second.append_to(store) is False
         assert await store.next_seq(response_id) == 2
-        assert len(await store.raw_events(response_id)) == 2
         assert len(await store.sse_events(response_id)) == len(first.sse_events + second.sse_events)
         assert await third.append_to(store) is True
 
@@ -72,7 +98,6 @@ class ResponseContract(ContractBase):
         assert (refused.value.expected, refused.value.got) == (1, 3)
         assert await store.next_seq(response_id) == 1
         assert await store.sse_events(response_id) == before
-        assert len(await store.raw_events(response_id)) == 1
 
     async def test_racing_appenders_write_each_event_once(
         self, store: Store, other_store: Store
@@ -91,7 +116,7 @@ class ResponseContract(ContractBase):
         await asyncio.gather(replay(store), replay(other_store))
         state = fold([step.event for step in log_steps])
         assert await store.sse_events(response_id) == state.sse_events
-        assert len(await store.raw_events(response_id)) == len(log_steps)
+        assert await store.next_seq(response_id) == len(log_steps)
 
     async def test_sse_numbering_must_follow_the_stored_events(self, store: Store) -> None:
         response_id = new_response_id()
@@ -100,23 +125,23 @@ class ResponseContract(ContractBase):
         renumbered = [{**event, "sequence_number": event["sequence_number"] + 5}
                       for event in second.sse_events]
         with pytest.raises(StoreError):
-            await store.append(response_id, 1, raw_event=b"{}", sse_events=renumbered,
+            await store.append(response_id, 1, sse_events=renumbered,
                                status="in_progress")
         assert await store.next_seq(response_id) == 1
         with pytest.raises(ValueError):
-            await store.append(response_id, 1, raw_event=b"{}", status="in_progress",
+            await store.append(response_id, 1, status="in_progress",
                                sse_events=[second.sse_events[0], second.sse_events[0]])
 
     async def test_the_first_event_carries_a_snapshot(self, store: Store) -> None:
         with pytest.raises(ValueError):
-            await store.append(new_response_id(), 0, raw_event=b"{}", sse_events=[],
+            await store.append(new_response_id(), 0, sse_events=[],
                                status="queued")
 
     async def test_an_event_without_a_snapshot_keeps_the_last_one(self, store: Store) -> None:
         response_id = new_response_id()
         first, second = steps(response_log(response_id))[:2]
         await first.append_to(store)
-        await store.append(response_id, 1, raw_event=b"{}", sse_events=second.sse_events,
+        await store.append(response_id, 1, sse_events=second.sse_events,
                            status="in_progress")
         stored = await store.get_response(response_id)
         assert stored is not None
@@ -148,7 +173,6 @@ class ResponseContract(ContractBase):
         assert await store.get_response(response_id) is None
         assert await store.next_seq(response_id) == 0
         assert await store.sse_events(response_id) == []
-        assert await store.raw_events(response_id) == []
         assert await store.input_items(response_id) is None
         assert await store.is_cancelled(response_id) is False
         assert await store.delete_response(response_id) is False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -72,9 +73,31 @@ async def test_an_append_is_one_round_trip(redis_server: EmbeddedRedis) -> None:
         stats = await client.info("commandstats")
         calls = {name: entry["calls"] for name, entry in stats.items()}
         # Redis counts the commands a script runs too; what the client sent is one
-        # EVALSHA per event, and no script load or other top-level read.
-        assert calls["cmdstat_evalsha"] == len(log_steps) - 1
-        assert not {"cmdstat_script", "cmdstat_eval", "cmdstat_hmget", "cmdstat_lrange"} & set(calls)
+        # EVALSHA per event, and no script load or other top-level read but the seal's
+        # (one read of the SSE events and one EVALSHA, after the terminal event).
+        assert calls["cmdstat_evalsha"] == len(log_steps) - 1 + 1
+        assert calls["cmdstat_lrange"] == 1
+        assert not {"cmdstat_script", "cmdstat_eval", "cmdstat_hmget"} & set(calls)
+    finally:
+        await store.close()
+        await client.aclose()
+
+
+async def test_an_ended_response_costs_at_most_three_times_its_json(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """128 tokens streamed: once sealed, every key of the response together takes at
+    most 3x its final Response JSON in Redis memory."""
+    store = RedisStore(redis_server.url)
+    client = redis.asyncio.Redis.from_url(redis_server.url)
+    try:
+        response_id = new_response_id()
+        state = await project(store, response_log(response_id, answer=tuple(
+            f" word{index % 17}" for index in range(128))))
+        final = len(json.dumps(state.response(), separators=(",", ":")))
+        used = [await client.memory_usage(key) for key in ResponseKeys(response_id).all()]
+        assert 0 < sum(size or 0 for size in used) <= 3 * final
+        assert await store.sse_events(response_id) == state.sse_events
     finally:
         await store.close()
         await client.aclose()
