@@ -58,7 +58,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             )
             app.state.slots = BackgroundSlots(store.client, settings.background_slot_ttl_s)
             projector = app.state.projector = Projector(journal, store, app.state.slots)
-            projector.start()
+            # Without its loop the projector still catches a response up on request
+            # (read-your-writes for what this replica served).
+            if settings.store_projector:
+                projector.start()
         try:
             yield
         finally:

@@ -70,6 +70,10 @@ class ApiSettings(JournalSettings):
     store_pool_wait_s: float = Field(default=10.0, gt=0)
     # Seconds a stored response or conversation lives after its last write.
     store_ttl_s: int = Field(default=DEFAULT_TTL_S, ge=1)
+    # Whether this replica runs a projector (SPATE_STORE_PROJECTOR). Off, the projection
+    # is left to `spate store` processes, which then have a core of their own instead of
+    # sharing the API's event loop with the streams it serves.
+    store_projector: bool = True
     # Keys that seal reasoning items' encrypted_content (api/encrypted_content.py):
     # comma-separated url-safe base64 of 32 bytes, and a file of them one a line. The
     # first key seals, all of them open. None: nothing is sealed, nothing opens.

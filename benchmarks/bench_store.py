@@ -255,6 +255,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--turn-tokens", type=int, default=16, help="tokens per turn in (d)")
     parser.add_argument("--step-interval", type=float, default=0.01,
                         help="seconds per synthetic decode step")
+    parser.add_argument("--projector", choices=("process", "api"), default="process",
+                        help="project in a `spate store` process of its own (the API's "
+                             "projector off), or in the API process")
     parser.add_argument("--no-model", action="store_true",
                         help="(a)-(c) only: no real model, no (d)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds not minutes")
@@ -268,9 +271,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
            "SPATE_BENCH_STEP_INTERVAL_S": str(args.step_interval)}
     with EmbeddedNats() as nats, EmbeddedRedis() as store:
         env.update(SPATE_NATS_URL=nats.url, SPATE_STORE_URL=store.url)
+        if args.projector == "process":
+            env["SPATE_STORE_PROJECTOR"] = "false"
         api = Child([sys.executable, "-m", "cli.main", "api", "--port", str(port)], env, "api")
         children = [api]
         try:
+            if args.projector == "process":
+                children.append(Child([sys.executable, "-m", "cli.main", "store"], env, "store"))
             synthetic = Child([sys.executable, str(ROOT / "benchmarks/synthetic_worker.py")], env,
                               "synthetic-worker")
             children.append(synthetic)
@@ -293,7 +300,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
 def report(args: argparse.Namespace, figures: dict[str, float]) -> None:
     print(f"(a)-(c): SYNTHETIC token source, {args.streams} concurrent streams of {args.tokens} "
-          f"tokens, a step every {args.step_interval * 1000:.0f} ms; (d): {MODEL}, "
+          f"tokens, a step every {args.step_interval * 1000:.0f} ms, projector in "
+          f"{'its own process' if args.projector == 'process' else 'the API process'}; (d): {MODEL}, "
           f"{args.chains} two-turn chains, {args.turn_tokens} tokens a turn")
     rows = [
         ("projection lag p50 (client receives -> visible in Redis)", f"{figures['lag_p50_ms']:.1f} ms"),

@@ -35,7 +35,8 @@ log = logging.getLogger("spate.store.projector")
 DURABLE_NAME = "spate-store"
 # Folds and "not stored" verdicts kept in memory; older ones are rebuilt when needed.
 CACHED_RESPONSES = 4096
-FETCH_BATCH = 256
+# Events one fetch takes: each response's share of them is one store write.
+FETCH_BATCH = 1024
 SNAPSHOT_EVERY = 16
 FINISHED = frozenset({"completed", "incomplete", "failed", "cancelled"})
 SNAPSHOT_SSE_TYPES = frozenset({"response.output_item.added", "response.output_item.done"})
@@ -73,33 +74,48 @@ class Projector:
             await self._feed.close()
 
     async def run(self) -> None:
-        while True:
-            try:
-                await self._journal.wait_connected()
-                if self._feed is None:
-                    self._feed = await self._journal.event_feed(DURABLE_NAME)
-                deliveries = await self._feed.fetch(FETCH_BATCH, timeout=1.0)
-                # Responses are independent: each one's events go in order, the
-                # responses of a batch side by side, so their store round trips overlap.
-                by_response: dict[str, list[Delivery]] = {}
-                for delivery in deliveries:
-                    by_response.setdefault(_response_id(delivery), []).append(delivery)
-                results = await asyncio.gather(
-                    *(self._project_all(batch) for batch in by_response.values()),
-                    return_exceptions=True,
-                )
-                outages = [result for result in results if isinstance(result, BaseException)]
-                if outages:
-                    raise outages[0]
-            except (StoreUnavailable, JournalUnavailable) as error:
-                # The batch was handed back and comes again: nothing is lost.
-                log.warning("projection paused: %s", error)
-                await asyncio.sleep(1.0)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("projection step failed")
-                await asyncio.sleep(1.0)
+        # The step projecting the last fetch: the next fetch overlaps its store writes,
+        # and the step after it starts only once it is done (a response's events stay
+        # in order across fetches).
+        step: asyncio.Task[None] | None = None
+        try:
+            while True:
+                try:
+                    await self._journal.wait_connected()
+                    if self._feed is None:
+                        self._feed = await self._journal.event_feed(DURABLE_NAME)
+                    deliveries = await self._feed.fetch(FETCH_BATCH, timeout=1.0)
+                    if step is not None:
+                        previous, step = step, None
+                        await previous
+                    if deliveries:
+                        step = asyncio.create_task(self._project_fetched(deliveries))
+                except (StoreUnavailable, JournalUnavailable) as error:
+                    # The batch was handed back and comes again: nothing is lost.
+                    log.warning("projection paused: %s", error)
+                    await asyncio.sleep(1.0)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("projection step failed")
+                    await asyncio.sleep(1.0)
+        finally:
+            if step is not None:
+                step.cancel()
+
+    async def _project_fetched(self, deliveries: list[Delivery]) -> None:
+        # Responses are independent: each one's events go in order, the responses of a
+        # batch side by side, so their store round trips overlap.
+        by_response: dict[str, list[Delivery]] = {}
+        for delivery in deliveries:
+            by_response.setdefault(_response_id(delivery), []).append(delivery)
+        results = await asyncio.gather(
+            *(self._project_all(batch) for batch in by_response.values()),
+            return_exceptions=True,
+        )
+        outages = [result for result in results if isinstance(result, BaseException)]
+        if outages:
+            raise outages[0]
 
     async def _project_all(self, deliveries: list[Delivery]) -> None:
         """One response's deliveries in order, as one store write when they follow on

@@ -36,8 +36,9 @@ DEFAULT_POOL_SIZE = 64
 DEFAULT_POOL_WAIT_S = 10.0
 # Append's script replies (store/lua/append.lua).
 _APPLIED, _DUPLICATE, _GAP, _DELETED = 1, 0, -1, -2
-# zlib level for sealed SSE events: past 6 the size barely falls and the time grows.
-_PACK_LEVEL = 6
+# Deflate level for sealed SSE events, paid once a response: 9 packs a 128-token
+# response's a few per cent smaller than 6, in well under a millisecond.
+_PACK_LEVEL = 9
 
 
 class RedisStore(RedisConversations, Store):
@@ -139,9 +140,17 @@ class RedisStore(RedisConversations, Store):
         read the same) when the list changed meanwhile."""
         try:
             with translated_errors():
-                values = await self._redis.lrange(keys.sse, 0, -1)
-                packed = zlib.compress(b"\n".join(_bytes(value) for value in values), _PACK_LEVEL)
-                await self._scripts.seal(keys=keys.all(), args=[packed, len(values), self.ttl_s])
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    pipe.lrange(keys.sse, 0, -1)
+                    pipe.hget(keys.meta, "response")
+                    values, response = await pipe.execute()
+                if response is None:
+                    return
+                packer = zlib.compressobj(_PACK_LEVEL, zlib.DEFLATED, -15, zdict=_bytes(response))
+                joined = b"\n".join(_bytes(value) for value in values)
+                packed = packer.compress(joined) + packer.flush()
+                await self._scripts.seal(
+                    keys=keys.all(), args=[packed, len(values), self.ttl_s, response])
         except StoreError as error:  # the events are stored: unsealed, they only cost more
             log.warning("could not seal %s: %s", keys.response_id, error)
 
@@ -171,7 +180,9 @@ class RedisStore(RedisConversations, Store):
         with translated_errors():
             reply = await self._scripts.read_sse(keys=[keys.meta, keys.sse], args=[start])
         if reply[0] == 1:
-            return [json.loads(line) for line in zlib.decompress(reply[1]).split(b"\n")[start:]]
+            unpacker = zlib.decompressobj(-15, zdict=_bytes(reply[2]))
+            lines = (unpacker.decompress(reply[1]) + unpacker.flush()).split(b"\n")
+            return [json.loads(line) for line in lines[start:]]
         return [json.loads(value) for value in reply[1:]]
 
     async def follow_sse(

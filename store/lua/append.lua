@@ -31,7 +31,7 @@ if n_sse > 0 then
   redis.call('RPUSH', sse, unpack(ARGV, 10, 9 + n_sse))
 end
 redis.call('HSET', meta, 'next_seq', seq + count, 'status', ARGV[4])
-if ARGV[5] ~= '' then
+if ARGV[5] ~= '' and redis.call('HEXISTS', meta, 'sse_packed') == 0 then
   redis.call('HSET', meta, 'response', ARGV[5])
 end
 if ARGV[6] ~= '' then
