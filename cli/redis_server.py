@@ -28,8 +28,12 @@ def find_redis_server() -> str:
 
 
 class EmbeddedRedis:
-    def __init__(self, port: int | None = None, store_dir: str | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, store_dir: str | None = None, *, cluster: bool = False
+    ) -> None:
         self.port = port or free_port()
+        # A Redis Cluster node (its slots given by whoever forms the cluster).
+        self.cluster = cluster
         self._own_dir = store_dir is None
         self.store_dir = store_dir or tempfile.mkdtemp(prefix="spate-redis-")
         self.process: subprocess.Popen[bytes] | None = None
@@ -52,6 +56,10 @@ class EmbeddedRedis:
             "--dir", str(Path(self.store_dir).resolve()), "--appendonly", "yes",
             "--save", "", "--daemonize", "no", "--logfile", str(self.log_path.resolve()),
         ]
+        if self.cluster:
+            # The cluster bus on a free port of its own, not the port + 10000 default.
+            command += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                        "--cluster-port", str(free_port())]
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
         )

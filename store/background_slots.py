@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import time
 
-from redis.asyncio import Redis
-
+from store.redis_client import RedisClient
 from store.redis_keys import PREFIX
 from store.redis_scripts import translated_errors
 
@@ -40,7 +39,7 @@ def slots_key(owner: str | None) -> str:
 
 
 class BackgroundSlots:
-    def __init__(self, redis: Redis, horizon_s: int) -> None:
+    def __init__(self, redis: RedisClient, horizon_s: int) -> None:
         self._redis = redis
         self.horizon_s = horizon_s
         self._take = redis.register_script(_TAKE)

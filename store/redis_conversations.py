@@ -8,10 +8,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from redis.asyncio import Redis
-
 from store.items import conversation_object, dump, item_args, new_conversation_id, with_ids
 from store.records import ItemPage, JSONObject, PageOrder, StoredConversation
+from store.redis_client import RedisClient
 from store.redis_keys import ConversationKeys
 from store.redis_scripts import RedisScripts, read_page, translated_errors
 
@@ -20,7 +19,7 @@ class RedisConversations:
     """The conversation half of `RedisStore`, which sets these three attributes."""
 
     ttl_s: int
-    _redis: Redis
+    _redis: RedisClient
     _scripts: RedisScripts
 
     async def create_conversation(

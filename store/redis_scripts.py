@@ -12,17 +12,27 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+from redis.exceptions import (
+    ClusterDownError,
+    MasterDownError,
+    RedisClusterException,
+    RedisError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from store.errors import StoreError, StoreUnavailable
 from store.items import check_page
 from store.records import ItemPage
+from store.redis_client import RedisClient
 
 _LUA = Path(__file__).with_name("lua")
+# A Cluster that cannot serve a slot now (a node down, slots moving, none reachable).
+_CLUSTER_AWAY = (ClusterDownError, MasterDownError, TryAgainError, SlotNotCoveredError,
+                 RedisClusterException)
 
 
 def _source(name: str) -> str:
@@ -41,7 +51,7 @@ class RedisScripts:
     conversation_write: AsyncScript
 
     @classmethod
-    def register(cls, client: Redis) -> RedisScripts:
+    def register(cls, client: RedisClient) -> RedisScripts:
         names = [field.name for field in fields(cls)]
         return cls(**{name: client.register_script(_source(name)) for name in names})
 
@@ -52,7 +62,7 @@ def translated_errors() -> Iterator[None]:
     Redis failure, so no redis-py exception reaches a caller."""
     try:
         yield
-    except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+    except (RedisConnectionError, RedisTimeoutError, OSError, *_CLUSTER_AWAY) as error:
         # BusyLoadingError (Redis still reading its data at start) is a ConnectionError.
         raise StoreUnavailable(f"the Redis store is unavailable: {error}") from error
     except RedisError as error:

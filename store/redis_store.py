@@ -12,9 +12,6 @@ import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from events.fold import TERMINAL_SSE_TYPES
@@ -22,6 +19,7 @@ from store.base import DEAD_LETTERS_KEPT, DEFAULT_TTL_S, Store
 from store.errors import SeqGap, StoreError
 from store.items import dump, item_args, with_ids
 from store.records import ItemPage, JSONObject, PageOrder, StoredResponse
+from store.redis_client import RedisClient, connect
 from store.redis_conversations import RedisConversations
 from store.redis_keys import DEAD_LETTERS_KEY, ResponseKeys, item_key
 from store.redis_notifications import Tails
@@ -42,9 +40,9 @@ _PACK_LEVEL = 9
 
 
 class RedisStore(RedisConversations, Store):
-    """The store on one Redis server. Connects lazily: the first call (`ping`, say) opens
-    the pool. The keys are laid out for a Cluster too (one hash slot per response), but
-    this client speaks to a single server."""
+    """The store on one Redis server or a Redis Cluster, as the URL says
+    (store/redis_client.py). Connects lazily: the first call (`ping`, say) opens the
+    pool."""
 
     def __init__(
         self, url: str, ttl_s: int = DEFAULT_TTL_S, *, timeout_s: float = 2.0,
@@ -53,28 +51,15 @@ class RedisStore(RedisConversations, Store):
         if ttl_s < 1:
             raise ValueError(f"ttl_s must be at least 1 second, not {ttl_s}")
         self.ttl_s = ttl_s
-        # One pool of `pool_size` connections for every caller of this process. A call
-        # that finds them all busy waits up to `pool_wait_s` for one (then
-        # StoreUnavailable), never "Too many connections": a burst queues instead of
-        # failing. Two quick
-        # retries ride over a dropped pooled connection (a Redis restart); past them the
-        # caller gets StoreUnavailable at once rather than after the client's default
-        # backoff of several seconds. Every script is safe to retry.
-        pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=pool_size,
-            timeout=pool_wait_s,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
-        )
-        self._redis: Redis = Redis(connection_pool=pool)
+        connection = connect(url, timeout_s=timeout_s, pool_size=pool_size, pool_wait_s=pool_wait_s)
+        self._redis: RedisClient = connection.client
+        self._subscriber = connection.subscriber
         self._scripts = RedisScripts.register(self._redis)
         # Followers of a response share one subscription and one read of its appends.
-        self.tails = Tails(self._redis, self.sse_events)
+        self.tails = Tails(self._subscriber, self.sse_events)
 
     @property
-    def client(self) -> Redis:
+    def client(self) -> RedisClient:
         """The shared client, for other Redis users of this process (background slots)."""
         return self._redis
 
@@ -82,6 +67,8 @@ class RedisStore(RedisConversations, Store):
         await self.tails.close()
         with contextlib.suppress(RedisError, OSError):
             await self._redis.aclose()
+            if self._subscriber is not self._redis:
+                await self._subscriber.aclose()
 
     async def ping(self) -> None:
         with translated_errors():
