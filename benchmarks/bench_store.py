@@ -126,7 +126,7 @@ async def stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> t
 async def wait_sealed(client: redis.asyncio.Redis, response_ids: list[str]) -> None:
     deadline = time.monotonic() + 30
     for response_id in response_ids:
-        while not await client.hexists(f"spate:response:{{{response_id}}}", "sse_packed"):
+        while not await client.hexists(f"spate:response:{{{response_id}}}", "sealed"):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{response_id} was never sealed")
             await asyncio.sleep(0.05)
@@ -160,7 +160,7 @@ async def store_path(base_url: str, redis_url: str, streams: int, tokens: int, g
             missing = sum(len(received) - len(visibility.at[rid]) for rid, received, _ in results)
             if missing:
                 raise RuntimeError(f"{missing} streamed events never became visible in Redis")
-            # An ended response is sealed (its SSE events packed) just after its last
+            # An ended response is sealed (its snapshot and SSE events packed) just after its last
             # event is visible: measured once every response is.
             await wait_sealed(watcher_client, [rid for rid, _, _ in results])
             after = (await watcher_client.info("memory"))["used_memory"]

@@ -32,7 +32,8 @@ class ResponseKeys:
     @property
     def meta(self) -> str:
         """Hash: next_seq, status, response, owner, cancelled, input_next, and once the
-        response has ended sse_packed and sse_count; or a `deleted` tombstone."""
+        response has ended `sealed` (the snapshot and the SSE events, deflated) instead
+        of response, and sse_count; or a `deleted` tombstone."""
         return self._base
 
     @property

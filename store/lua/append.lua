@@ -21,7 +21,7 @@ if seq ~= expected then
   return {-1, expected}
 end
 local n_sse = tonumber(ARGV[9])
--- A sealed response keeps its SSE events packed (seal.lua) and their count in the hash.
+-- A sealed response keeps its events packed (seal.lua) and their count in the hash.
 local sse_count = tonumber(redis.call('HGET', meta, 'sse_count') or redis.call('LLEN', sse))
 if n_sse > 0 and sse_count ~= tonumber(ARGV[8]) then
   return {-3, sse_count}
@@ -31,7 +31,7 @@ if n_sse > 0 then
   redis.call('RPUSH', sse, unpack(ARGV, 10, 9 + n_sse))
 end
 redis.call('HSET', meta, 'next_seq', seq + count, 'status', ARGV[4])
-if ARGV[5] ~= '' and redis.call('HEXISTS', meta, 'sse_packed') == 0 then
+if ARGV[5] ~= '' and redis.call('HEXISTS', meta, 'sealed') == 0 then
   redis.call('HSET', meta, 'response', ARGV[5])
 end
 if ARGV[6] ~= '' then

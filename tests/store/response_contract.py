@@ -62,7 +62,8 @@ class ResponseContract(ContractBase):
         assert await store.sse_events(response_id) == state.sse_events
 
     async def test_an_ended_response_reads_back_the_same_sealed(self, store: Store) -> None:
-        # An ended response may keep its SSE events packed: every read is unchanged.
+        # An ended response may keep its snapshot and SSE events packed: every read is
+        # unchanged.
         response_id = new_response_id()
         log = response_log(response_id, answer=tuple(f" word{index}" for index in range(40)))
         state = await project(store, log)
@@ -70,6 +71,10 @@ class ResponseContract(ContractBase):
             assert await store.sse_events(response_id, after=after) == state.sse_events[after + 1:]
         followed = [event async for event in store.follow_sse(response_id, after=3)]
         assert followed == state.sse_events[4:]
+        stored = await store.get_response(response_id)
+        assert stored is not None
+        assert (stored.response, stored.status, stored.next_seq) == (
+            state.response(), "completed", len(log))
         assert await store.delete_response(response_id) is True
         assert await store.sse_events(response_id) == []
 
