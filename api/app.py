@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,6 +15,7 @@ from api.encrypted_content import ContentKeys
 from api.errors import install_error_handlers
 from api.metrics import ApiMetrics, RequestMetrics
 from api.openapi import install_openapi
+from api.router import Router
 from api.routes import (
     compact,
     conversations,
@@ -49,6 +51,11 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         app.state.store = None
         app.state.slots = None
         journal.start()
+        routing = None
+        if settings.routing:
+            journal.route_deadline_s = settings.route_deadline_s
+            router = app.state.router = Router(settings.route_max_skew, settings.worker_ttl_s)
+            routing = asyncio.create_task(router.start(journal))
         projector = None
         app.state.projector = None
         if settings.store_url:
@@ -69,6 +76,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                 await projector.stop()
             if app.state.store is not None:
                 await app.state.store.close()
+            if routing is not None:
+                routing.cancel()
             await journal.close()
 
     app = FastAPI(title="spate", version="0.1.0", lifespan=lifespan)

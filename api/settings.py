@@ -54,6 +54,13 @@ class ApiSettings(JournalSettings):
     ws_max_lanes: int = Field(default=16, ge=1)
     ws_max_queued: int = Field(default=64, ge=0)
     ws_held_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    # Routing that follows the cache (api/router.py): a request goes to the worker holding
+    # its prompt's longest prefix unless that worker has `route_max_skew` more requests in
+    # flight than the least busy one; one not taken in `route_deadline_s` goes to the
+    # shared queue. Off, every request goes to the shared queue.
+    routing: bool = True
+    route_deadline_s: float = Field(default=2.0, gt=0)
+    route_max_skew: int = Field(default=4, ge=1)
     # The most urgent scheduler priority a client may ask for (lower runs first; the
     # default is 0). At 0 nobody can jump ahead of requests at the default; an operator
     # who trusts its clients lowers it, down to -PRIORITY_LIMIT.

@@ -19,6 +19,7 @@ from events.generation import CancelRequested
 from events.model_card import ModelCard
 from events.request import RequestAccepted
 from events.subjects import (
+    CACHE_SUBJECT_PREFIX,
     CANCELS_SUBJECT_PREFIX,
     COUNTS_SUBJECT_PREFIX,
     EVENTS_STREAM,
@@ -129,6 +130,41 @@ def asyncapi_document() -> dict[str, Any]:
                 "messages": {"request.accepted": _ref("request.accepted")},
                 "x-spate-stream": REQUESTS_STREAM,
             },
+            "routed_requests": {
+                "address": f"{REQUESTS_SUBJECT_PREFIX}.{{model}}.to.{{worker_id}}",
+                "description": (
+                    f"Stream {REQUESTS_STREAM}: a request routed to the worker whose prefix "
+                    "cache holds its prompt's prefix (`Nats-Msg-Id` `<response id>:to`), read "
+                    "only by that worker's durable consumer `spate-workers-<model>-<worker id>`. "
+                    "It starts only by writing the response's first lease; untaken at the "
+                    "routing deadline, the API writes that lease and publishes the request on "
+                    "the shared subject instead."
+                ),
+                "parameters": {"model": {"description": f"The model's name. {TOKEN_RULE}"},
+                               "worker_id": {"description": f"The worker's id. {TOKEN_RULE}"}},
+                "messages": {"request.accepted": _ref("request.accepted")},
+                "x-spate-stream": REQUESTS_STREAM,
+            },
+            "cache": {
+                "address": f"{CACHE_SUBJECT_PREFIX}.{{model}}.{{worker_id}}",
+                "description": (
+                    "Core NATS, no stream: a worker's cache report, after each response it "
+                    "finishes (the digests of that prompt's prefixes) and on every heartbeat "
+                    "(its in-flight count alone). The API's router indexes them."
+                ),
+                "parameters": {"model": {"description": f"The model's name. {TOKEN_RULE}"},
+                               "worker_id": {"description": f"The worker's id. {TOKEN_RULE}"}},
+                "messages": {"cache.report": {
+                    "name": "cache.report",
+                    "payload": {"type": "object",
+                                "required": ["model", "worker_id", "in_flight", "digests"],
+                                "properties": {"model": {"type": "string"},
+                                               "worker_id": {"type": "string"},
+                                               "in_flight": {"type": "integer"},
+                                               "digests": {"type": "array",
+                                                           "items": {"type": "string"}}}},
+                }},
+            },
             "events": {
                 "address": f"{EVENTS_SUBJECT_PREFIX}.{{response_id}}",
                 "description": (
@@ -184,6 +220,14 @@ def asyncapi_document() -> dict[str, Any]:
             "takeRequest": {
                 "action": "receive", "channel": {"$ref": "#/channels/requests"},
                 "summary": "A worker takes a request from its model's queue.",
+            },
+            "routeRequest": {
+                "action": "send", "channel": {"$ref": "#/channels/routed_requests"},
+                "summary": "The API routes a request to the worker holding its prefix.",
+            },
+            "reportCache": {
+                "action": "send", "channel": {"$ref": "#/channels/cache"},
+                "summary": "A worker reports the prefixes it cached and its load.",
             },
             "writeEvents": {
                 "action": "send", "channel": {"$ref": "#/channels/events"},

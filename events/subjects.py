@@ -16,6 +16,8 @@ EVENTS_SUBJECT_PREFIX = "spate.events"
 CANCELS_SUBJECT_PREFIX = "spate.cancels"
 # Who may write a response's log now (journal/lease.py); in the EVENTS stream.
 LEASES_SUBJECT_PREFIX = "spate.leases"
+# Core NATS, not a stream: what each worker's prefix cache holds and how busy it is.
+CACHE_SUBJECT_PREFIX = "spate.cache"
 # Request-reply, not a stream: "how many input tokens would this request be?"
 COUNTS_SUBJECT_PREFIX = "spate.counts"
 
@@ -36,6 +38,21 @@ def subject_token(name: str) -> str:
 
 def request_subject(model: str) -> str:
     return f"{REQUESTS_SUBJECT_PREFIX}.{subject_token(model)}"
+
+
+def direct_subject(model: str, worker_id: str) -> str:
+    """The request subject only `worker_id` reads (requests routed to its cache); the
+    shared consumer's filter is the model's subject exactly, so it never sees these."""
+    return f"{request_subject(model)}.to.{subject_token(worker_id)}"
+
+
+def cache_subject(model: str, worker_id: str) -> str:
+    return f"{CACHE_SUBJECT_PREFIX}.{subject_token(model)}.{subject_token(worker_id)}"
+
+
+def direct_consumer(model: str, worker_id: str) -> str:
+    """The durable pull consumer of `worker_id`'s own request subject."""
+    return f"{worker_consumer(model)}-{subject_token(worker_id)}"
 
 
 def events_subject(response_id: str) -> str:

@@ -14,6 +14,7 @@ from events.subjects import (
     EVENTS_STREAM,
     EVENTS_SUBJECT_PREFIX,
     REQUESTS_STREAM,
+    direct_subject,
     events_subject,
     request_subject,
     worker_consumer,
@@ -27,6 +28,7 @@ from journal.lease import take_lease
 from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.pipeline import PublishPipeline
 from journal.registry import Registry
+from journal.routing import direct_consumer_config, fall_back, first_lease, lease_holder
 from journal.settings import JournalSettings
 from journal.tail import TailedMessage, tail
 from journal.token_counts import CountHandler, request_count, serve_counts
@@ -53,6 +55,9 @@ class Journal:
         self._pending: set[asyncio.Task[None]] = set()
         # Shared by every follower of this process, so repairs cannot storm NATS.
         self._repairs = asyncio.Semaphore(REPAIRS_AT_ONCE)
+        # Picks the worker a request goes to (api/router.py), or None for the shared queue.
+        self.route: Callable[[RequestAccepted], str | None] | None = None
+        self.route_deadline_s = 2.0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -82,13 +87,36 @@ class Journal:
         ResponseIdTaken when `claim` finds its log already begun (writer.publish_request),
         JournalUnavailable when NATS does not take it."""
         js = self.connection.require()
+        worker = self.route(event) if self.route is not None else None
+        subject = direct_subject(event.model, worker) if worker is not None else None
         try:
             await publish_request(js, event, self.settings.nats_timeout_s,
-                                  self.connection.nc.max_payload, traceparent, claim)
+                                  self.connection.nc.max_payload, traceparent, claim, subject)
         except (PayloadTooLarge, ResponseIdTaken):
             raise
         except Exception as error:
             raise JournalUnavailable(f"Could not publish the request: {error}") from error
+        if worker is not None:
+            self._keep(fall_back(js, event, self.connection.name, self.route_deadline_s,
+                                 self.settings.nats_timeout_s, traceparent))
+
+    def _keep(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def take_delivery_lease(self, response_id: str, direct: bool) -> int | None:
+        """`take_lease` for a delivery; for one from the worker's own subject, only when the
+        response's first lease is (or becomes) this process's: None when the API handed it
+        to the shared queue (journal/routing.py)."""
+        js = self.connection.require()
+        if direct:
+            holder = await lease_holder(js, EVENTS_STREAM, response_id)
+            if holder is None:
+                return await first_lease(js, response_id, self.connection.name)
+            if holder != self.connection.name:
+                return None
+        return await take_lease(js, response_id, self.connection.name)
 
     async def write(self, event: Any, take_over: bool = False) -> None:
         """Append one event to its response's log (deduplicated by its seq); with
@@ -154,9 +182,7 @@ class Journal:
             except Exception as error:  # the worker still stops at max_output_tokens
                 log.warning("could not publish the cancel of %s: %s", response_id, error)
 
-        task = asyncio.create_task(publish())
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._keep(publish())
 
     async def cancel_requested(self, response_id: str) -> bool:
         return await cancel_requested(self.connection.require(), response_id)
@@ -193,6 +219,15 @@ class Journal:
     ) -> DurableConsumer:
         """The queue of `model`'s requests that all of its workers share."""
         config = request_consumer_config(model, ack_wait_s, max_deliver)
+        queue = DurableConsumer(self.connection, REQUESTS_STREAM, config)
+        await queue.open()
+        return queue
+
+    async def direct_queue(
+        self, model: str, worker_id: str, ack_wait_s: float, max_deliver: int
+    ) -> DurableConsumer:
+        """The requests routed to `worker_id` alone (journal/routing.py)."""
+        config = direct_consumer_config(model, worker_id, ack_wait_s, max_deliver)
         queue = DurableConsumer(self.connection, REQUESTS_STREAM, config)
         await queue.open()
         return queue

@@ -44,7 +44,7 @@ def check_payload_size(payload: bytes, max_payload: int) -> None:
 
 async def publish_request(
     js: Any, event: RequestAccepted, timeout: float, max_payload: int,
-    traceparent: str | None = None, claim: bool = False,
+    traceparent: str | None = None, claim: bool = False, subject: str | None = None,
 ) -> None:
     """Write seq 0 of the response's log, then hand the request to the workers.
 
@@ -54,15 +54,18 @@ async def publish_request(
     With `claim` (a response id the client chose), seq 0 must be the log's first message
     and its ack comes before the request goes out: of two requests with one id, exactly
     one gets the log and the other `ResponseIdTaken`, with nothing of its own published.
+    A `subject` other than the model's (a worker's own, journal/routing.py) gets its own
+    Nats-Msg-Id, so handing the request on to the shared queue later is no duplicate.
     """
     payload = encode(event)
+    to = subject or request_subject(event.model)
+    request_id = event.response_id if subject is None else f"{event.response_id}:to"
     trace = {TRACEPARENT_HEADER: traceparent} if traceparent else {}
     check_payload_size(payload, max_payload)
     if claim:
         await claim_log(js, event.response_id, payload, trace, timeout)
         ack = await js.publish_async(
-            request_subject(event.model), payload,
-            headers={"Nats-Msg-Id": event.response_id, **trace},
+            to, payload, headers={"Nats-Msg-Id": request_id, **trace},
         )
         await asyncio.wait_for(ack, timeout)
         return
@@ -72,8 +75,7 @@ async def publish_request(
             headers={"Nats-Msg-Id": event_msg_id(event.response_id, 0), **trace},
         ),
         await js.publish_async(
-            request_subject(event.model), payload,
-            headers={"Nats-Msg-Id": event.response_id, **trace},
+            to, payload, headers={"Nats-Msg-Id": request_id, **trace},
         ),
     ]
     await asyncio.wait_for(asyncio.gather(*acks), timeout)

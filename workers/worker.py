@@ -20,7 +20,9 @@ from events import (
     decode,
 )
 from journal import CountRefused, Delivery, DurableConsumer, Fenced, Journal, ResponseWriter
+from journal.routing import is_direct
 from journal.trace_context import trace_id_of
+from workers.cache_events import CacheEvents
 from workers.engine_loop import AddRequest, EngineLoop
 from workers.metrics import WorkerMetrics
 from workers.output.step_events import StepEvents, usage_of
@@ -74,6 +76,7 @@ class Worker:
         # Cancels seen for responses with no job here, newest last (see _on_cancel).
         self._early_cancels: OrderedDict[str, bool] = OrderedDict()
         self.metrics = WorkerMetrics()
+        self._cache_events: CacheEvents | None = None
 
     @property
     def served(self) -> ServedModel:
@@ -110,6 +113,12 @@ class Worker:
         requests = await self._journal.request_queue(
             card.name, self.settings.ack_wait_s, self.settings.max_deliver
         )
+        direct = await self._journal.direct_queue(
+            card.name, self.settings.worker_id, self.settings.ack_wait_s, self.settings.max_deliver
+        )
+        self._cache_events = CacheEvents(
+            self._journal.connection.nc, card.name, self.settings.worker_id
+        )
         cancels = await self._journal.subscribe_cancels(self._on_cancel)
         counts = await self._journal.serve_counts(card.name, self._count_input_tokens)
         background = [
@@ -118,9 +127,10 @@ class Worker:
         ]
         log.info("worker %s ready: serving %s", self.settings.worker_id, self._served.card.name)
         try:
-            await self._consume(requests, stop)
+            await asyncio.gather(self._consume(direct, stop), self._consume(requests, stop))
         finally:
             await requests.close()
+            await direct.close()
             await cancels.close()
             await counts.close()
             await self._drain()
@@ -193,10 +203,17 @@ class Worker:
         try:
             # Taken before the log is read: a worker that held it before (frozen past the
             # ack wait) can write nothing after the read.
-            lease_seq = await self._journal.take_lease(response_id)
+            lease_seq = await self._journal.take_delivery_lease(
+                response_id, is_direct(delivery.subject)
+            )
         except Exception as error:
             log.warning("could not take the lease of %s: %s", response_id, error)
             await delivery.nak(delay=1)
+            return
+        if lease_seq is None:  # routed here, but not taken in time: the shared queue has it
+            job_log.info("%s was handed to the shared queue before this worker took it",
+                         response_id)
+            await delivery.ack()
             return
         if delivered > 1:
             self.metrics.counts.redeliveries += 1
@@ -321,6 +338,8 @@ class Worker:
             job.log.info("finished %s: %s, %d output tokens", output.request_id,
                          output.finish_reason, output.num_output_tokens)
             self._spawn(self._settle(job))
+            if self._cache_events is not None:
+                self._spawn(self._cache_events.cached(job.request, len(self._jobs) - 1))
 
     def _count(self, job: Job, output: Any) -> None:
         counts = self.metrics.counts
@@ -430,6 +449,8 @@ class Worker:
                 # The card too, every time: a NATS server that restarted empty gets it back.
                 await registry.advertise(card)
                 await registry.heartbeat(card.name, self.settings.worker_id)
+                if self._cache_events is not None:
+                    await self._cache_events.load(len(self._jobs))
                 if loop.time() - last_progress > self.settings.ack_wait_s / 3:
                     last_progress = loop.time()
                     for job in list(self._jobs.values()):

@@ -1,0 +1,105 @@
+"""Routing that follows the cache: a request goes to the worker that already holds the
+longest prefix of its prompt, unless that worker is much busier than the others.
+
+The index is built from the cache reports workers publish (workers/cache_events.py):
+prefix digest -> the worker that cached it last, kept for the newest `MAX_DIGESTS`. A
+worker whose reports stop for `stale_s` is treated as gone. The choice is only a hint:
+the request goes to the worker's own subject and reaches the shared queue anyway when
+it is not taken by `route_deadline_s` (journal/routing.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from events import RequestAccepted
+from events.subjects import CACHE_SUBJECT_PREFIX
+from journal import Journal
+from journal.routing import CacheReport, prefix_digests
+
+log = logging.getLogger("spate.api.router")
+
+MAX_DIGESTS = 200_000
+
+
+@dataclass(slots=True)
+class WorkerLoad:
+    in_flight: int
+    seen_at: float
+    # Routed here since its last report (the report does not count them yet).
+    routed: int = 0
+
+    @property
+    def load(self) -> int:
+        return self.in_flight + self.routed
+
+
+class Router:
+    def __init__(self, max_skew: int, stale_s: float) -> None:
+        self._max_skew = max_skew
+        self._stale_s = stale_s
+        self._holders: dict[str, OrderedDict[str, str]] = {}
+        self._loads: dict[str, dict[str, WorkerLoad]] = {}
+        self.routed = 0
+        self.unrouted = 0
+
+    async def start(self, journal: Journal) -> None:
+        """Listen to every model's cache reports and route `journal`'s requests (once
+        NATS is reached: the API serves before it is)."""
+        if not await journal.wait_connected():
+            return
+        async def on_message(msg: object) -> None:
+            try:
+                self.observe(CacheReport.decode(msg.data))  # type: ignore[attr-defined]
+            except (ValueError, KeyError, TypeError) as error:
+                log.debug("dropping a malformed cache report: %s", error)
+
+        await journal.connection.nc.subscribe(f"{CACHE_SUBJECT_PREFIX}.>", cb=on_message)
+        journal.route = self.choose
+
+    def observe(self, report: CacheReport) -> None:
+        loads = self._loads.setdefault(report.model, {})
+        loads[report.worker_id] = WorkerLoad(report.in_flight, time.monotonic())
+        holders = self._holders.setdefault(report.model, OrderedDict())
+        for digest in report.digests:
+            holders[digest] = report.worker_id
+            holders.move_to_end(digest)
+        while len(holders) > MAX_DIGESTS:
+            holders.popitem(last=False)
+
+    def choose(self, event: RequestAccepted) -> str | None:
+        """The worker `event` goes to; None for the shared queue."""
+        worker = self._holder(event)
+        if worker is None:
+            self.unrouted += 1
+            return None
+        self.routed += 1
+        self._loads[event.model][worker].routed += 1
+        return worker
+
+    def _holder(self, event: RequestAccepted) -> str | None:
+        holders = self._holders.get(event.model)
+        live = self._live(event.model)
+        if not holders or len(live) < 2:
+            return None  # with one worker the shared queue reaches it all the same
+        digests = prefix_digests(event)
+        # The cache key first (the client names the prefix), then the longest prefix.
+        ordered = [d for d in digests if d.startswith("k")] + [
+            d for d in reversed(digests) if not d.startswith("k")]
+        for digest in ordered:
+            worker = holders.get(digest)
+            if worker is None or worker not in live:
+                continue
+            others = min(load.load for name, load in live.items() if name != worker)
+            if live[worker].load - others >= self._max_skew:
+                return None  # a busy holder does not get everything
+            return worker
+        return None
+
+    def _live(self, model: str) -> dict[str, WorkerLoad]:
+        now = time.monotonic()
+        return {name: load for name, load in self._loads.get(model, {}).items()
+                if now - load.seen_at < self._stale_s}
