@@ -4,16 +4,16 @@ greedy tokens from `/v1/responses`. Prints delivered deltas per second in total,
 stream's decode rate, time to first token (p50, p99), and the CPU milliseconds each
 process (API, worker, nats-server, the clients) spent per delta.
 
-Servers compared: spate once per `--weights` setting; with `--every-core`, spate whose
-worker decodes on every core too (by default it leaves one to the API, NATS and
-clients); with `--llama-server PATH`, llama.cpp's `llama-server` serving the same GGUF
-file with the same threads (decode threads as spate's worker, every core for batches:
-prompts and decode steps of several sequences), streamed by the same client on its own
+Servers compared: spate once per `--weights` setting, at its defaults; with
+`--threads N`, spate whose worker decodes on N threads too; with `--llama-server PATH`,
+llama.cpp's `llama-server` serving the same GGUF file **as it comes**: its default
+threads (every core), slots and context, nothing but the model, the address and
+`--llama-args` (empty unless given), streamed by the same client on its own
 `/v1/responses`. The servers alternate round by round, so a drift in the machine's speed
 hits all alike.
 
     .venv/bin/python benchmarks/bench_serve.py [--streams 1 8 32] [--tokens 128] [--rounds 2]
-        [--weights auto quantized bf16] [--every-core] [--llama-server PATH]
+        [--weights auto quantized bf16] [--threads N] [--llama-server PATH] [--llama-args=...]
 """
 
 from __future__ import annotations
@@ -62,17 +62,13 @@ def spate_server(name: str, weights: str, num_threads: int | None) -> Server:
     return Server(name, command, "/ready")
 
 
-def llama_server(binary: str, gguf: Path, decode_threads: int, cores: int, slots: int,
-                 context_per_slot: int, extra_args: list[str] | None = None) -> Server:
-    """llama.cpp's server on the same file: one slot per concurrent stream (its batch),
-    decode threads as spate's worker, every core for batches (prompts, and decode steps
-    of several sequences)."""
+def llama_server(binary: str, gguf: Path, extra_args: list[str] | None = None) -> Server:
+    """llama.cpp's server on the same file, at its defaults: a user's first run."""
 
     def command(port: int) -> list[str]:
         return [
             binary, "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-            "-t", str(decode_threads), "-tb", str(cores), "-np", str(slots),
-            "-c", str(slots * context_per_slot), "--jinja", *(extra_args or []),
+            *(extra_args or []),
         ]
 
     return Server("llama-server", command, "/health")
@@ -247,8 +243,8 @@ def main(argv: list[str] | None = None) -> Results:
         help="one spate server per setting (`spate serve --weights`)",
     )
     parser.add_argument(
-        "--every-core", action="store_true",
-        help="also spate with its worker decoding on every core",
+        "--threads", type=int, metavar="N",
+        help="also spate with its worker decoding on N threads (`spate serve --num-threads`)",
     )
     parser.add_argument(
         "--llama-server", metavar="PATH",
@@ -262,20 +258,17 @@ def main(argv: list[str] | None = None) -> Results:
     args = parser.parse_args(argv)
 
     cores = usable_cpu_count()
-    default_threads = max(1, cores - 1)
     servers = [
         spate_server(f"spate, {weights} weights", weights, None)
         for weights in dict.fromkeys(args.weights)
     ]
-    if args.every_core:
-        servers.append(spate_server(f"spate, every core ({cores} threads)", args.weights[0], cores))
+    if args.threads:
+        servers.append(
+            spate_server(f"spate, {args.threads} decode threads", args.weights[0], args.threads)
+        )
     if args.llama_server:
         servers.append(
-            llama_server(
-                args.llama_server, served_model_path(MODEL), default_threads, cores,
-                slots=max(args.streams), context_per_slot=args.tokens + 256,
-                extra_args=args.llama_args.split(),
-            )
+            llama_server(args.llama_server, served_model_path(MODEL), args.llama_args.split())
         )
     results: Results = {}
     # CPU ms per delta of each part of each server, summed over rounds.
@@ -295,8 +288,8 @@ def main(argv: list[str] | None = None) -> Results:
             finally:
                 stop(process)
     print(
-        f"{MODEL}, {args.tokens} tokens per stream, {cores} cores, spate's worker and "
-        f"llama-server decode on {default_threads} thread(s), median of {args.rounds} rounds"
+        f"{MODEL}, {args.tokens} tokens per stream, {cores} cores, every server at its "
+        f"defaults unless named otherwise, median of {args.rounds} rounds"
     )
     print("| server | streams | deltas/s total | per-stream decode/s | TTFT p50 | TTFT p99 |")
     print("|---|---|---|---|---|---|")
