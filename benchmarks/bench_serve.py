@@ -1,8 +1,8 @@
 """The real model served end to end, as `make serve` runs it: `spate serve` (embedded NATS,
 one worker, the API) on this machine, with N concurrent SSE clients each streaming
-greedy tokens from `/v1/responses`. Prints delivered deltas per second in total, each
+greedy tokens from `/v1/responses`. Prints delivered tokens per second in total, each
 stream's decode rate, time to first token (p50, p99), and the CPU milliseconds each
-process (API, worker, nats-server, the clients) spent per delta.
+process (API, worker, nats-server, the clients) spent per token.
 
 Servers compared: spate once per `--weights` setting, at its defaults; with
 `--threads N`, spate whose worker decodes on N threads too; with `--llama-server PATH`,
@@ -19,6 +19,7 @@ hits all alike.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
@@ -121,24 +122,32 @@ def stream_body(index: int, tokens: int) -> dict[str, object]:
 def one_stream(
     client: httpx.Client, port: int, index: int, tokens: int
 ) -> tuple[int, float, float]:
-    """(deltas, seconds to the first delta, seconds from the first delta to the end). The
-    client is made beforehand: making one (its TLS context) takes tens of milliseconds,
-    which are not the server's."""
+    """(tokens, seconds to the first delta, seconds from the first delta to the end). Tokens
+    are the final Response's `usage.output_tokens` (a delta may carry several tokens: a
+    speculative step's, or a server's coalesced ones), else the deltas counted. The client
+    is made beforehand: making one (its TLS context) takes tens of milliseconds, which are
+    not the server's."""
     body = stream_body(index, tokens)
     started = time.perf_counter()
     first = None
     deltas = 0
+    used = None
     url = f"http://127.0.0.1:{port}/v1/responses"
     with client.stream("POST", url, json=body, timeout=600) as reply:
         reply.raise_for_status()
         for line in reply.iter_lines():
-            if line.startswith("data: {") and '"response.output_text.delta"' in line:
+            if not line.startswith("data:"):
+                continue
+            if '"response.output_text.delta"' in line:
                 deltas += 1
                 if first is None:
                     first = time.perf_counter()
+            elif '"response.completed"' in line:
+                usage = json.loads(line[5:]).get("response", {}).get("usage") or {}
+                used = usage.get("output_tokens")
     if first is None:
         raise RuntimeError(f"stream {index} delivered no text")
-    return deltas, first - started, time.perf_counter() - first
+    return used or deltas, first - started, time.perf_counter() - first
 
 
 def proc_stats() -> dict[int, tuple[int, float]]:
@@ -202,9 +211,9 @@ def measure(
     port: int, streams: int, tokens: int, server_pid: int | None = None,
     cpu: dict[str, float] | None = None,
 ) -> tuple[float, float, float, float]:
-    """(deltas/s in total, median per-stream decode rate, TTFT p50 and p99 in ms).
+    """(tokens/s in total, median per-stream decode rate, TTFT p50 and p99 in ms).
 
-    With `server_pid` and `cpu`, adds to `cpu` the CPU milliseconds per delta each part of
+    With `server_pid` and `cpu`, adds to `cpu` the CPU milliseconds per token each part of
     the server (and this client) spent in the run."""
     before = cpu_seconds(server_pid) if server_pid is not None else {}
     client_before = client_cpu_seconds()
@@ -271,7 +280,7 @@ def main(argv: list[str] | None = None) -> Results:
             llama_server(args.llama_server, served_model_path(MODEL), args.llama_args.split())
         )
     results: Results = {}
-    # CPU ms per delta of each part of each server, summed over rounds.
+    # CPU ms per token of each part of each server, summed over rounds.
     cpu: dict[tuple[str, int], dict[str, float]] = {}
     for _ in range(args.rounds):
         for server in servers:
@@ -291,7 +300,7 @@ def main(argv: list[str] | None = None) -> Results:
         f"{MODEL}, {args.tokens} tokens per stream, {cores} cores, every server at its "
         f"defaults unless named otherwise, median of {args.rounds} rounds"
     )
-    print("| server | streams | deltas/s total | per-stream decode/s | TTFT p50 | TTFT p99 |")
+    print("| server | streams | tokens/s total | per-stream decode/s | TTFT p50 | TTFT p99 |")
     print("|---|---|---|---|---|---|")
     for streams in args.streams:
         for server in servers:
@@ -304,7 +313,7 @@ def main(argv: list[str] | None = None) -> Results:
                 f"| {ttft_p99:.0f} ms |"
             )
     print()
-    print("CPU milliseconds per delta, by process (the client is this script's streams):")
+    print("CPU milliseconds per token, by process (the client is this script's streams):")
     roles = sorted({role for used in cpu.values() for role in used if used[role] > 0.005})
     print("| server | streams | " + " | ".join(roles) + " |")
     print("|---|---|" + "---|" * len(roles))
@@ -314,7 +323,7 @@ def main(argv: list[str] | None = None) -> Results:
             print(f"| {server.name} | {streams} | " + " | ".join(
                 f"{used.get(role, 0.0) / args.rounds:.2f}" for role in roles) + " |")
     if args.llama_server:
-        print("| ratio to llama-server, deltas/s in total | " + " | ".join(
+        print("| ratio to llama-server, tokens/s in total | " + " | ".join(
             f"{streams} streams" for streams in args.streams) + " |")
         for server in servers[:-1]:
             ratios = []
