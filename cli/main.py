@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -187,9 +188,13 @@ def run_store(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait_ready(url: str, children: Supervisor, timeout: float) -> bool:
+def _wait_ready(
+    url: str, children: Supervisor, timeout: float, stopping: Callable[[], bool] = lambda: False
+) -> bool:
+    """Whether `url` answered 200 before `timeout`; False at once when a child died or a
+    signal asked to stop (a SIGTERM during a model's load stops its children too)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stopping():
         if not children.check():
             return False
         try:
@@ -295,7 +300,8 @@ def run_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     try:
         host = "127.0.0.1" if api.host in ("0.0.0.0", "::") else api.host
-        if _wait_ready(f"http://{host}:{api.port}/ready", children, timeout=600):
+        if _wait_ready(f"http://{host}:{api.port}/ready", children, timeout=600,
+                       stopping=lambda: stopping):
             log.info("spate is ready at http://%s:%d (POST /v1/responses)", api.host, api.port)
         while not stopping and children.check():
             time.sleep(0.2)

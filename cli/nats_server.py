@@ -53,6 +53,7 @@ class EmbeddedNats:
 
     def start(self, timeout: float = 10.0) -> EmbeddedNats:
         log_path = Path(self.store_dir) / "nats-server.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)  # a configured dir made on first use
         # The server's log goes to a file: an unread pipe would fill and stall it.
         with open(log_path, "ab") as log_file:
             self.process = subprocess.Popen(

@@ -116,3 +116,45 @@ def test_configured_keys_make_no_file(tmp_path: Path) -> None:
     assert serve_key_file(ApiSettings(encryption_keys=new_key()), str(path)) is None
     assert serve_key_file(ApiSettings(encryption_keys="", encryption_key_file="/k"), str(path)) is None
     assert not path.exists()
+
+
+def test_a_sigterm_while_the_model_loads_stops_every_child(tmp_path: Path) -> None:
+    """`spate serve` asked to stop before it is ready stops its worker, API and NATS
+    instead of waiting out the load and leaving them behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from cli.nats_server import free_port
+
+    env = {**os.environ, "SPATE_NATS_STORE_DIR": str(tmp_path / "nats"),
+           "SPATE_ENCRYPTION_KEYS": new_key()}
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "serve", "--port", str(free_port())],
+        env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    children: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(children) < 3:  # nats, worker, api
+            time.sleep(0.2)
+            children = set(map(int, subprocess.run(
+                ["pgrep", "-P", str(serve.pid)], capture_output=True, text=True
+            ).stdout.split()))
+        assert len(children) >= 3, children
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=120) == 0
+        time.sleep(0.5)
+        left = [pid for pid in children if Path(f"/proc/{pid}").exists()
+                and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]]
+        assert left == []
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        for pid in children:
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
