@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from events import ChatMessage, RequestAccepted
+from events import ChatMessage, RequestAccepted, encode
 from events.subjects import events_subject
 from journal import Journal, ResponseIdTaken
 
@@ -34,7 +34,9 @@ async def test_a_log_already_written_cannot_be_claimed(journal: Journal) -> None
     with pytest.raises(ResponseIdTaken):
         await journal.publish_request(request("taken-1", "second"), claim=True)
     # Past the duplicate window, JetStream's expected last sequence does it: a log that
-    # holds any message (here one with no message id) refuses a claim.
-    await journal.connection.require().publish(events_subject("taken-2"), b"{}")
+    # holds any message (here one with no message id) refuses a claim. A whole event, so
+    # other tests reading every log on this server can decode it.
+    await journal.connection.require().publish(
+        events_subject("taken-2"), encode(request("taken-2", "first")))
     with pytest.raises(ResponseIdTaken):
         await journal.publish_request(request("taken-2", "second"), claim=True)
