@@ -81,7 +81,7 @@ def test_nothing_to_compact_and_a_tampered_item_are_400s(stack: Stack) -> None:
 def test_a_session_past_the_context_keeps_answering(stack: Stack) -> None:
     """About 10,000 tokens of turns against an 8k context: without context_management
     the request fails on its length; with it the older turns are compacted and the
-    response completes, its output opening with the compaction item."""
+    model answers, its output opening with the compaction item."""
     items = [*session(8, 230), {"role": "user", "content": "What is the code word?"}]
     too_long = post(stack, "/v1/responses", input=items, max_output_tokens=8, temperature=0)
     assert too_long.status_code == 400, too_long.text
@@ -91,7 +91,9 @@ def test_a_session_past_the_context_keeps_answering(stack: Stack) -> None:
                    context_management=[{"type": "compaction"}])
     assert managed.status_code == 200, managed.text
     response = managed.json()
-    assert response["status"] == "completed", response
+    # The answer may stop at max_output_tokens: what matters is that it was given.
+    assert response["status"] in ("completed", "incomplete"), response
+    assert response["error"] is None
     assert response["output"][0]["type"] == "compaction"
     assert response["output"][-1]["type"] == "message"
     assert response["usage"]["input_tokens"] < 8192
@@ -117,4 +119,5 @@ def test_below_the_threshold_nothing_is_compacted_and_the_stream_shows_the_item(
                 kinds.append(line.split(":", 1)[1].strip())
     added = kinds.index("response.output_item.added")
     assert kinds[:added] == ["response.created", "response.in_progress"]
-    assert kinds[-1] == "response.completed"
+    assert kinds[-1] in ("response.completed", "response.incomplete")
+    assert "response.failed" not in kinds
