@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from api.streaming import server_sent_event
+from api.streaming.sse import stream_end
 from events import ResponseFold
 from journal import Journal, JournalSettings
 
@@ -26,10 +27,12 @@ def live_sse(base_url: str, body: dict[str, Any]) -> bytes:
 
 
 def rendered(log: list[Any]) -> bytes:
+    """The SSE bytes a live stream of `log` sends, its `data: [DONE]` end included."""
     state = ResponseFold()
-    return b"".join(
+    events = b"".join(
         server_sent_event(sse).encode() for event in log for sse in state.apply(event)
     )
+    return events + stream_end().encode() if state.done else events
 
 
 def response_id_of(sse: bytes) -> str:
