@@ -46,13 +46,26 @@ def direct_subject(model: str, worker_id: str) -> str:
     return f"{request_subject(model)}.to.{subject_token(worker_id)}"
 
 
+def worker_client_name(worker_id: str) -> str:
+    """The NATS client name a worker connects with; the leases it takes carry it."""
+    return f"spate-worker-{subject_token(worker_id)}"
+
+
+def routed_worker(subject: str) -> str | None:
+    """The worker (as its subject token) a request subject is routed to; None for the
+    shared queue's."""
+    _, routed, token = subject.partition(".to.")
+    return token if routed else None
+
+
 def cache_subject(model: str, worker_id: str) -> str:
     return f"{CACHE_SUBJECT_PREFIX}.{subject_token(model)}.{subject_token(worker_id)}"
 
 
 def direct_consumer(model: str, worker_id: str) -> str:
-    """The durable pull consumer of `worker_id`'s own request subject."""
-    return f"{worker_consumer(model)}-{subject_token(worker_id)}"
+    """The durable pull consumer of `worker_id`'s own request subject (with an empty
+    `worker_id`, what every such consumer's name begins with)."""
+    return f"{worker_consumer(model)}-{subject_token(worker_id) if worker_id else ''}"
 
 
 def events_subject(response_id: str) -> str:

@@ -14,9 +14,12 @@ from events.subjects import (
     EVENTS_STREAM,
     EVENTS_SUBJECT_PREFIX,
     REQUESTS_STREAM,
+    direct_consumer,
     direct_subject,
     events_subject,
     request_subject,
+    routed_worker,
+    worker_client_name,
     worker_consumer,
 )
 from journal.backlog import Backlog, consumer_backlog
@@ -105,16 +108,18 @@ class Journal:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def take_delivery_lease(self, response_id: str, direct: bool) -> int | None:
-        """`take_lease` for a delivery; for one from the worker's own subject, only when the
-        response's first lease is (or becomes) this process's: None when the API handed it
-        to the shared queue (journal/routing.py)."""
+    async def take_delivery_lease(self, response_id: str, subject: str) -> int | None:
+        """`take_lease` for a delivery from `subject`. From a worker's own subject (read by
+        that worker, or by one that adopted it when it stopped), only when the response's
+        first lease is (or becomes) the taker's or that worker's: None when the API handed
+        it to the shared queue (journal/routing.py)."""
         js = self.connection.require()
-        if direct:
+        routed_to = routed_worker(subject)
+        if routed_to is not None:
             holder = await lease_holder(js, EVENTS_STREAM, response_id)
             if holder is None:
                 return await first_lease(js, response_id, self.connection.name)
-            if holder != self.connection.name:
+            if holder not in (self.connection.name, worker_client_name(routed_to)):
                 return None
         return await take_lease(js, response_id, self.connection.name)
 
@@ -231,6 +236,30 @@ class Journal:
         queue = DurableConsumer(self.connection, REQUESTS_STREAM, config)
         await queue.open()
         return queue
+
+    async def orphaned_routes(self, model: str, live: set[str]) -> list[str]:
+        """The workers (as subject tokens) not in `live` whose own request subject still
+        holds requests of `model`, waiting or delivered and unacknowledged: a worker that
+        stopped leaves them there, and only a worker that adopts its consumer runs them."""
+        js = self.connection.require()
+        prefix = direct_consumer(model, "")
+        orphans = []
+        offset = 0
+        while True:  # the server lists 256 consumers at a time
+            try:
+                page = await js.consumers_info(REQUESTS_STREAM, offset)
+            except Exception as error:
+                raise JournalUnavailable(f"Could not list the request consumers: {error}") from error
+            for info in page:
+                token = info.name[len(prefix):] if info.name.startswith(prefix) else ""
+                if not token or info.config.filter_subject != direct_subject(model, token):
+                    continue  # another model's consumer, whose name only begins alike
+                held = (info.num_pending or 0) + (info.num_ack_pending or 0)
+                if token not in live and held:
+                    orphans.append(token)
+            offset += len(page)
+            if len(page) < 256:
+                return orphans
 
     async def event_feed(self, durable_name: str, ack_wait_s: float = 30.0) -> DurableConsumer:
         """Every response's events, in stream order, shared by the projectors that use

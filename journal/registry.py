@@ -133,6 +133,11 @@ class Registry:
             self._watching = False
             raise JournalUnavailable(f"Could not follow the workers' heartbeats: {error}") from error
 
+    async def live_workers(self, model: str) -> set[str]:
+        """The workers (as subject tokens) whose heartbeat for `model` is current."""
+        prefix = f"{model_key(model)}."
+        return {key[len(prefix):] for key in await self._live_keys(f"{prefix}*")}
+
     async def live_models(self) -> list[ModelCard]:
         keys = await self._live_keys(">")
         models = await self._bucket(MODELS_BUCKET)

@@ -40,10 +40,6 @@ WRONG_LAST_SEQUENCE = 10071
 DIRECT_CONSUMER_INACTIVE_S = 3600.0
 
 
-def is_direct(subject: str) -> bool:
-    return ".to." in subject
-
-
 def direct_consumer_config(
     model: str, worker_id: str, ack_wait_s: float, max_deliver: int
 ) -> ConsumerConfig:

@@ -19,9 +19,10 @@ from events import (
     Usage,
     decode,
 )
+from events.subjects import worker_client_name
 from journal import CountRefused, Delivery, DurableConsumer, Fenced, Journal, ResponseWriter
-from journal.routing import is_direct
 from journal.trace_context import trace_id_of
+from workers.adoption import adopt_orphans
 from workers.cache_events import CacheEvents
 from workers.engine_loop import AddRequest, EngineLoop
 from workers.metrics import WorkerMetrics
@@ -66,7 +67,7 @@ class Worker:
     ) -> None:
         self.settings = settings
         self._load = load
-        self._journal = Journal(settings, name=f"spate-worker-{settings.worker_id}")
+        self._journal = Journal(settings, name=worker_client_name(settings.worker_id))
         self._served: ServedModel | None = None
         self._engine: EngineLoop | None = None
         self._jobs: dict[str, Job] = {}
@@ -126,8 +127,13 @@ class Worker:
             asyncio.create_task(self._heartbeat()),
         ]
         log.info("worker %s ready: serving %s", self.settings.worker_id, self._served.card.name)
+        adoption = adopt_orphans(
+            self._journal, card.name, self.settings.worker_id, self.settings.ack_wait_s,
+            self.settings.max_deliver, max(self.settings.heartbeat_s, 1.0), self._consume, stop,
+        )
         try:
-            await asyncio.gather(self._consume(direct, stop), self._consume(requests, stop))
+            await asyncio.gather(self._consume(direct, stop), self._consume(requests, stop),
+                                 adoption)
         finally:
             await requests.close()
             await direct.close()
@@ -142,8 +148,16 @@ class Worker:
                 await self._journal.registry.withdraw(card.name, self.settings.worker_id)
             await self._journal.close()
 
-    async def _consume(self, requests: DurableConsumer, stop: asyncio.Event) -> None:
+    async def _consume(
+        self, requests: DurableConsumer, stop: asyncio.Event, idle_s: float | None = None
+    ) -> None:
+        """Start what `requests` delivers while there is room; with `idle_s`, until it has
+        delivered nothing for that long."""
+        loop = asyncio.get_running_loop()
+        last_delivery = loop.time()
         while not stop.is_set():
+            if idle_s is not None and loop.time() - last_delivery > idle_s:
+                return
             free = self.settings.max_num_seqs + self.settings.max_waiting - len(self._jobs)
             if free <= 0:
                 self._capacity.clear()
@@ -151,6 +165,7 @@ class Worker:
                     await asyncio.wait_for(self._capacity.wait(), 0.5)
                 continue
             for delivery in await requests.fetch(batch=free, timeout=0.5):
+                last_delivery = loop.time()
                 self._spawn(self._start_job(delivery))
 
     async def _drain(self) -> None:
@@ -204,7 +219,7 @@ class Worker:
             # Taken before the log is read: a worker that held it before (frozen past the
             # ack wait) can write nothing after the read.
             lease_seq = await self._journal.take_delivery_lease(
-                response_id, is_direct(delivery.subject)
+                response_id, delivery.subject
             )
         except Exception as error:
             log.warning("could not take the lease of %s: %s", response_id, error)
@@ -330,6 +345,10 @@ class Worker:
             await publish(event_type, **fields)
         if output.finished:
             job.finished = True
+            if self._cache_events is not None:
+                # Before the terminal event: a client's next turn, sent as soon as this
+                # one ends, must find the router already knowing where its prefix is.
+                await self._cache_events.cached(job.request, len(self._jobs) - 1)
             raw = None
             if job.output_token_ids is not None:
                 raw = await asyncio.to_thread(self.served.decode, job.output_token_ids)
@@ -338,8 +357,6 @@ class Worker:
             job.log.info("finished %s: %s, %d output tokens", output.request_id,
                          output.finish_reason, output.num_output_tokens)
             self._spawn(self._settle(job))
-            if self._cache_events is not None:
-                self._spawn(self._cache_events.cached(job.request, len(self._jobs) - 1))
 
     def _count(self, job: Job, output: Any) -> None:
         counts = self.metrics.counts

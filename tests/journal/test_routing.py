@@ -1,9 +1,12 @@
 """The one-lease rule of routed requests: a worker's own delivery and the API's deadline
-fallback race for the response's first lease, and exactly one of them wins."""
+fallback race for the response's first lease, and exactly one of them wins; a stopped
+worker's routed requests are found and taken over by a worker that adopts them."""
 
 from __future__ import annotations
 
-from events.subjects import direct_subject
+import asyncio
+
+from events.subjects import direct_subject, worker_client_name
 from journal import Journal
 from journal.routing import fall_back, first_lease, lease_holder
 from tests.journal.conftest import connect
@@ -33,9 +36,10 @@ async def test_a_routed_request_untaken_at_its_deadline_reaches_the_shared_queue
     fallen = await shared.fetch(1, 3)  # after the deadline, with the API's first lease
     assert len(fallen) == 1 and not fallen[0].subject.endswith("worker-gone")
     # The routed worker, late, must not run it: its first lease is no longer to be had.
-    late = await connect(journal.settings.nats_url, name="worker-gone")
+    late = await connect(journal.settings.nats_url, name=worker_client_name("worker-gone"))
     try:
-        assert await late.take_delivery_lease(rid, direct=True) is None
+        subject = direct_subject(event.model, "worker-gone")
+        assert await late.take_delivery_lease(rid, subject) is None
     finally:
         await late.close()
 
@@ -43,12 +47,51 @@ async def test_a_routed_request_untaken_at_its_deadline_reaches_the_shared_queue
 async def test_a_request_its_worker_took_is_not_handed_on(journal: Journal) -> None:
     rid = "resp_route_taken"
     event = request(rid)
-    worker = await connect(journal.settings.nats_url, name="worker-here")
+    worker = await connect(journal.settings.nats_url, name=worker_client_name("worker-here"))
+    subject = direct_subject(event.model, "worker-here")
     try:
-        assert await worker.take_delivery_lease(rid, direct=True) is not None
+        assert await worker.take_delivery_lease(rid, subject) is not None
         # A redelivery to the same worker goes on under a new lease.
-        assert await worker.take_delivery_lease(rid, direct=True) is not None
+        assert await worker.take_delivery_lease(rid, subject) is not None
         js = journal.connection.require()
         assert not await fall_back(js, event, "spate-api", 0.0, 2.0, None)
     finally:
         await worker.close()
+
+
+async def test_a_stopped_workers_routed_requests_are_adopted(journal: Journal) -> None:
+    """Routed to a worker that took the response and stopped: its consumer is found as an
+    orphan while its heartbeat is gone, and the adopter's redelivery takes the lease over
+    (the holder was the worker the subject names) and so fences the stopped worker."""
+    rid = "resp_route_adopted"
+    event = request(rid).model_copy(update={"model": "adopted-model"})
+    journal.route = lambda _: "worker-stopped"
+    journal.route_deadline_s = 30.0  # the API's hand-off does not come into it
+    stopped_queue = await journal.direct_queue(event.model, "worker-stopped", 1.5, 5)
+    await journal.publish_request(event)
+    stopped = await connect(journal.settings.nats_url, name=worker_client_name("worker-stopped"))
+    adopter = await connect(journal.settings.nats_url, name=worker_client_name("worker-adopter"))
+    try:
+        (delivery,) = await stopped_queue.fetch(1, 2)
+        assert await stopped.take_delivery_lease(rid, delivery.subject) is not None
+        await stopped_queue.close()  # it stops: no ack, no heartbeat
+        live = {"worker-adopter"}
+        assert await adopter.orphaned_routes(event.model, live) == ["worker-stopped"]
+        assert await adopter.orphaned_routes(event.model, live | {"worker-stopped"}) == []
+        adopted = await adopter.direct_queue(event.model, "worker-stopped", 1.5, 5)
+        redelivered: list = []
+        for _ in range(10):  # after the ack wait
+            redelivered = await adopted.fetch(1, 1)
+            if redelivered:
+                break
+        assert [d.num_delivered for d in redelivered] == [2]
+        assert await adopter.take_delivery_lease(rid, redelivered[0].subject) is not None
+        js = journal.connection.require()
+        assert await lease_holder(js, "SPATE_EVENTS", rid) == worker_client_name("worker-adopter")
+        await redelivered[0].ack()
+        await asyncio.sleep(0.2)
+        assert await adopter.orphaned_routes(event.model, live) == []
+        await adopted.close()
+    finally:
+        await stopped.close()
+        await adopter.close()
