@@ -54,7 +54,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         routing = None
         if settings.routing:
             journal.route_deadline_s = settings.route_deadline_s
-            router = app.state.router = Router(settings.route_max_skew, settings.worker_ttl_s)
+            router = app.state.router = Router(
+                settings.route_max_skew, settings.worker_ttl_s, settings.route_tokens_per_skew)
             routing = asyncio.create_task(router.start(journal))
         projector = None
         app.state.projector = None

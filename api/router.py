@@ -23,6 +23,9 @@ from journal.routing import CacheReport, prefix_digests
 log = logging.getLogger("spate.api.router")
 
 MAX_DIGESTS = 200_000
+# What the router guesses a held prefix saves without tokenizing it: its messages' JSON at
+# about four characters a token.
+CHARS_PER_TOKEN = 4
 
 
 @dataclass(slots=True)
@@ -38,9 +41,10 @@ class WorkerLoad:
 
 
 class Router:
-    def __init__(self, max_skew: int, stale_s: float) -> None:
+    def __init__(self, max_skew: int, stale_s: float, tokens_per_skew: int = 256) -> None:
         self._max_skew = max_skew
         self._stale_s = stale_s
+        self._tokens_per_skew = tokens_per_skew
         self._holders: dict[str, OrderedDict[str, str]] = {}
         self._loads: dict[str, dict[str, WorkerLoad]] = {}
         self.routed = 0
@@ -86,17 +90,27 @@ class Router:
         if not holders or len(live) < 2:
             return None  # with one worker the shared queue reaches it all the same
         digests = prefix_digests(event)
-        # The cache key first (the client names the prefix), then the longest prefix.
-        ordered = [d for d in digests if d.startswith("k")] + [
-            d for d in reversed(digests) if not d.startswith("k")]
-        for digest in ordered:
+        sizes = [len(message.model_dump_json()) for message in event.messages]
+        # The cache key first (the client names the prefix: the turns before this one),
+        # then the longest prefix; each with the messages it stands for.
+        ordered = [(d, len(sizes) - 1) for d in digests if d.startswith("k")] + [
+            (d, count + 1) for count, d in reversed(list(enumerate(digests)))
+            if not d.startswith("k")]
+        for digest, held_messages in ordered:
             worker = holders.get(digest)
             if worker is None or worker not in live:
                 continue
             others = min(load.load for name, load in live.items() if name != worker)
-            if live[worker].load - others >= self._max_skew:
+            # A longer held prefix is worth more waiting: elsewhere it is prefilled again.
+            held_tokens = sum(sizes[:held_messages]) // CHARS_PER_TOKEN
+            allowed = self._max_skew + held_tokens // self._tokens_per_skew
+            if live[worker].load - others >= allowed:
+                log.debug("%s: holder %s is busy (%d against %d, %d allowed): the shared queue",
+                          event.response_id, worker, live[worker].load, others, allowed)
                 return None  # a busy holder does not get everything
+            log.debug("%s: to %s, which holds its prefix", event.response_id, worker)
             return worker
+        log.debug("%s: no live worker holds a prefix of it", event.response_id)
         return None
 
     def _live(self, model: str) -> dict[str, WorkerLoad]:

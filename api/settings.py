@@ -15,7 +15,7 @@ class ApiSettings(JournalSettings):
     model_config = SettingsConfigDict(env_prefix="SPATE_", extra="ignore")
 
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = Field(default=8000, ge=0, le=65535)
     # Comma-separated keys; empty means no authentication.
     api_keys: str = ""
     # A request body past this is a 413, chunked or not, and is not read further.
@@ -56,11 +56,14 @@ class ApiSettings(JournalSettings):
     ws_held_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     # Routing that follows the cache (api/router.py): a request goes to the worker holding
     # its prompt's longest prefix unless that worker has `route_max_skew` more requests in
-    # flight than the least busy one; one not taken in `route_deadline_s` goes to the
-    # shared queue. Off, every request goes to the shared queue.
+    # flight than the least busy one, one more for each `route_tokens_per_skew` tokens of
+    # the held prefix (estimated at four characters a token); one not taken in
+    # `route_deadline_s` goes to the shared queue. Off, every request goes to the shared
+    # queue.
     routing: bool = True
     route_deadline_s: float = Field(default=2.0, gt=0)
     route_max_skew: int = Field(default=4, ge=1)
+    route_tokens_per_skew: int = Field(default=256, ge=1)
     # The most urgent scheduler priority a client may ask for (lower runs first; the
     # default is 0). At 0 nobody can jump ahead of requests at the default; an operator
     # who trusts its clients lowers it, down to -PRIORITY_LIMIT.

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from api.encrypted_content import KEY_FILE_ENV, new_key
 from api.settings import ApiSettings
 from cli import events_command
@@ -315,6 +317,16 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except ValidationError as error:  # a SPATE_* variable out of its range: say which
+        problems = "; ".join(f"SPATE_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}"
+                             for e in error.errors())
+        print(f"spate: invalid setting: {problems}", file=sys.stderr)
+        return 2
+
+
+def _run(argv: list[str] | None) -> int:
     cli_settings = CliSettings()
     configure_logging(cli_settings.log_level, cli_settings.log_format)
     args = _parser().parse_args(argv)

@@ -3,9 +3,18 @@ it hands over to a process's own settings (api/settings.py, workers/settings.py)
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cli.log_format import LogFormat
+
+# A level's name in any case (`debug` is `DEBUG`).
+LogLevel = Annotated[
+    Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+    BeforeValidator(lambda value: value.upper() if isinstance(value, str) else value),
+]
 
 DEFAULT_STORE_DIR = ".spate/store"
 # `spate serve` keeps the key that seals reasoning items here when none is configured.
@@ -15,8 +24,8 @@ DEFAULT_KEY_FILE = ".spate/encryption.key"
 class CliSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SPATE_", extra="ignore")
 
-    # Every process's log level (a name the logging module knows).
-    log_level: str = "INFO"
+    # Every process's log level.
+    log_level: LogLevel = "INFO"
     # Every process's log lines: `text`, or `json` (one object per line, with
     # `response_id` and `trace_id` where a line has them).
     log_format: LogFormat = "text"

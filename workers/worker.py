@@ -180,6 +180,11 @@ class Worker:
                 await job.delivery.nak()
             self._jobs.pop(job.request.response_id, None)
 
+    def _generating(self) -> int:
+        """Responses still generating here (not those only settling their ack): the load
+        the routers weigh."""
+        return sum(not job.finished for job in self._jobs.values())
+
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.create_task(coroutine)
         self._tasks.add(task)
@@ -348,7 +353,7 @@ class Worker:
             if self._cache_events is not None:
                 # Before the terminal event: a client's next turn, sent as soon as this
                 # one ends, must find the router already knowing where its prefix is.
-                await self._cache_events.cached(job.request, len(self._jobs) - 1)
+                await self._cache_events.cached(job.request, self._generating())
             raw = None
             if job.output_token_ids is not None:
                 raw = await asyncio.to_thread(self.served.decode, job.output_token_ids)
@@ -467,7 +472,7 @@ class Worker:
                 await registry.advertise(card)
                 await registry.heartbeat(card.name, self.settings.worker_id)
                 if self._cache_events is not None:
-                    await self._cache_events.load(len(self._jobs))
+                    await self._cache_events.load(self._generating())
                 if loop.time() - last_progress > self.settings.ack_wait_s / 3:
                     last_progress = loop.time()
                     for job in list(self._jobs.values()):

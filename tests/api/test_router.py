@@ -52,3 +52,17 @@ def test_one_live_worker_or_a_silent_holder_is_not_routed_to() -> None:
     routing = router(("a", 0))
     routing.observe(CacheReport("m", "a", 0, prefix_digests(event(["x"]))))
     assert routing.choose(event(["x"])) is None
+
+
+def test_a_longer_held_prefix_allows_more_skew() -> None:
+    """A chain's history of about 1,100 tokens is worth two more requests of waiting on its
+    holder (one per 512 tokens here) before it goes to the shared queue."""
+    routing = Router(max_skew=2, stale_s=60, tokens_per_skew=512)
+    history = ["h" * 4400]
+    routing.observe(CacheReport("m", "a", 0, prefix_digests(event(history))))
+    routing.observe(CacheReport("m", "b", 0))
+    turns = [routing.choose(event([*history, f"turn {n}"])) for n in range(5)]
+    assert turns == ["a", "a", "a", "a", None]
+    # The same holder with only a short prefix in common keeps the plain bound.
+    routing.observe(CacheReport("m", "a", 0, prefix_digests(event(["short"]))))
+    assert [routing.choose(event(["short", f"q{n}"])) for n in range(3)] == ["a", "a", None]

@@ -29,7 +29,9 @@ ENV = {"SPATE_HEARTBEAT_S": "0.5", "SPATE_ROUTE_DEADLINE_S": "2", "SPATE_ROUTE_M
 def stack() -> Iterator[tuple[Stack, dict[str, SpateProcess]]]:
     with EmbeddedNats() as server:
         port = free_port()
-        api = SpateProcess(["api", "--port", str(port)], {"SPATE_NATS_URL": server.url, **ENV},
+        # Its router says why it sent each request where it did.
+        api = SpateProcess(["api", "--port", str(port)],
+                           {"SPATE_NATS_URL": server.url, "SPATE_LOG_LEVEL": "debug", **ENV},
                            "routing-api")
         workers = {wid: SpateProcess(
             ["worker", "--model", DEFAULT_MODEL, "--served-model-name", NAME,
@@ -61,6 +63,11 @@ def worker_of(stack: Stack, response_id: str) -> list[str]:
     return [e.worker_id for e in asyncio.run(read()) if isinstance(e, GenerationStarted)]
 
 
+def routing_log(stack: Stack) -> str:
+    return "\n".join(line for line in stack.api.output().splitlines()[-400:]
+                     if "spate.api.router" in line)
+
+
 def turn(stack: Stack, messages: list[dict[str, str]], tokens: int = 8,
          **fields: Any) -> dict[str, Any]:
     body = {"model": NAME, "input": messages, "temperature": 0, "max_output_tokens": tokens,
@@ -89,7 +96,7 @@ def test_a_chains_next_turn_lands_on_the_worker_of_the_turn_before(stack: Any) -
     assert len(set(holders)) == 2, holders  # both hold some chains, so routing decides
     for (messages, reply), holder in zip(firsts, holders, strict=True):
         second = turn(stack, next_turn(messages, reply))
-        assert worker_of(stack, second["id"]) == [holder]
+        assert worker_of(stack, second["id"]) == [holder], routing_log(stack)
         assert second["usage"]["input_tokens_details"]["cached_tokens"] > 0, second["usage"]
 
 
