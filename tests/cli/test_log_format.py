@@ -1,11 +1,18 @@
-"""SPATE_LOG_FORMAT=json: one JSON object a line, with the response and trace ids a line has."""
+"""SPATE_LOG_FORMAT=json: one JSON object a line, with the response and trace ids a line
+has; SPATE_LOG_LEVEL in any case; a setting out of range said in one line."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
+
+import pytest
 
 from cli.log_format import JsonFormatter
+from cli.settings import CliSettings
 from journal.trace_context import trace_id_of, valid_traceparent
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -51,3 +58,18 @@ def test_traceparent_parsing() -> None:
     for bad in (None, "", "00-abc-def-01", f"ff-{TRACE}-{PARENT}-01",
                 f"00-{'0' * 32}-{PARENT}-01", f"00-{TRACE}-{'0' * 16}-01"):
         assert trace_id_of(bad) is None, bad
+
+
+def test_a_log_level_is_read_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPATE_LOG_LEVEL", "debug")
+    assert CliSettings().log_level == "DEBUG"
+
+
+def test_an_invalid_setting_is_one_line_naming_it() -> None:
+    """The real command, as a user runs it: exit status 2 and the variable's name, no
+    traceback."""
+    done = subprocess.run([sys.executable, "-m", "cli.main", "api"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "SPATE_PORT": "70000"})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("spate: invalid setting: SPATE_PORT:"), done.stderr
+    assert "Traceback" not in done.stderr
