@@ -8,27 +8,19 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from events import (
-    GenerationFailed,
-    GenerationFinished,
-    GenerationStarted,
-    RequestAccepted,
-    Usage,
-    decode,
-)
+from events import GenerationFailed, GenerationFinished, RequestAccepted, Usage
 from events.subjects import worker_client_name
-from journal import CountRefused, Delivery, DurableConsumer, Fenced, Journal, ResponseWriter
-from journal.trace_context import trace_id_of
+from journal import CountRefused, DurableConsumer, Fenced, Journal
 from workers.adoption import adopt_orphans
 from workers.cache_events import CacheEvents
-from workers.engine_loop import AddRequest, EngineLoop
+from workers.engine_loop import EngineLoop
+from workers.job import Job
+from workers.job_start import JobEnds, JobStart
 from workers.metrics import WorkerMetrics
-from workers.output.step_events import StepEvents, usage_of
-from workers.recovery import PriorProgress, progress_of
-from workers.served_model import InvalidRequest, Prompt, ServedModel, check_served_model
+from workers.output.step_events import usage_of
+from workers.served_model import InvalidRequest, ServedModel, check_served_model
 from workers.settings import WorkerSettings
 
 log = logging.getLogger("spate.worker")
@@ -36,29 +28,6 @@ log = logging.getLogger("spate.worker")
 # Cancels of responses with no job here that are remembered: a start reads the stored
 # cancels and registers its job within milliseconds, so only the latest matter.
 EARLY_CANCELS_KEPT = 1024
-
-
-@dataclass(slots=True)
-class Job:
-    request: RequestAccepted
-    delivery: Delivery
-    publisher: ResponseWriter
-    # The worker's log with this response's id and trace id on every line.
-    log: logging.LoggerAdapter[logging.Logger]
-    cancelled: bool = False
-    finished: bool = False
-    # Every output token id, kept only for enable_response_messages.
-    output_token_ids: list[int] | None = None
-    # Turns the engine's outputs into events; set once the prompt is built.
-    events: StepEvents | None = None
-    # Its prompt's prefill has been counted (on its first engine output).
-    prefill_counted: bool = False
-
-
-def response_log(response_id: str, traceparent: str | None) -> logging.LoggerAdapter[logging.Logger]:
-    return logging.LoggerAdapter(
-        log, {"response_id": response_id, "trace_id": trace_id_of(traceparent)}
-    )
 
 
 class Worker:
@@ -74,10 +43,12 @@ class Worker:
         self._outputs: asyncio.Queue[list[Any]] = asyncio.Queue()
         self._capacity = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
-        # Cancels seen for responses with no job here, newest last (see _on_cancel).
+        # Cancels seen for responses with no job here, newest last (see _on_cancel); a
+        # job's start (JobStart) takes its own out.
         self._early_cancels: OrderedDict[str, bool] = OrderedDict()
         self.metrics = WorkerMetrics()
         self._cache_events: CacheEvents | None = None
+        self._job_start: JobStart | None = None
 
     @property
     def served(self) -> ServedModel:
@@ -105,6 +76,12 @@ class Worker:
             loop.call_soon_threadsafe, on_step_time=self.metrics.observe_step,
         )
         self._engine.start()
+        self._job_start = JobStart(
+            self._journal, self.settings, self.metrics, self._served, self._engine,
+            self._jobs, self._early_cancels,
+            JobEnds(self._fail, self._finish_cancelled, self._give_back, self._end_failed,
+                    self._on_fenced),
+        )
         self.metrics.watch(self._served.engine)
         if self.settings.metrics_port is not None:
             self.metrics.serve(self.settings.metrics_host, self.settings.metrics_port)
@@ -153,6 +130,9 @@ class Worker:
     ) -> None:
         """Start what `requests` delivers while there is room; with `idle_s`, until it has
         delivered nothing for that long."""
+        if self._job_start is None:
+            raise RuntimeError("the engine is not running yet")
+        start = self._job_start.run
         loop = asyncio.get_running_loop()
         last_delivery = loop.time()
         while not stop.is_set():
@@ -166,7 +146,7 @@ class Worker:
                 continue
             for delivery in await requests.fetch(batch=free, timeout=0.5):
                 last_delivery = loop.time()
-                self._spawn(self._start_job(delivery))
+                self._spawn(start(delivery))
 
     async def _drain(self) -> None:
         """Let running responses finish; hand the rest back to the queue for another worker."""
@@ -191,132 +171,6 @@ class Worker:
         task.add_done_callback(self._tasks.discard)
 
     # -- one response ------------------------------------------------------------------
-
-    async def _start_job(self, delivery: Delivery) -> None:
-        try:
-            request = decode(delivery.data)
-        except ValueError as error:
-            log.error("dropping an undecodable request: %s", error)
-            await delivery.term()
-            return
-        response_id = request.response_id
-        job_log = response_log(response_id, delivery.traceparent)
-        delivered = delivery.num_delivered
-        running = self._jobs.get(response_id)
-        if running is not None and not running.finished:
-            # Redelivered to the worker that is running it (its heartbeat came too late, or
-            # NATS lost the consumer's state): it goes on here, settled with this delivery.
-            log.info("%s was redelivered to its own worker; it goes on", response_id)
-            running.delivery = delivery
-            with contextlib.suppress(Exception):
-                await delivery.in_progress()
-            return
-        progress = PriorProgress()
-        # The prompt is built while the lease is taken and the cancels are read: it has no
-        # effect, and on one core's worth of CPU it is the start's longest part. Not for a
-        # redelivery: its log says first whether building it is what stopped the last worker.
-        prepared = self._prepare_soon(request) if delivered == 1 else None
-        # The cancel check shares the lease's round trip; a cancel written after the check
-        # and before the job is registered is remembered by _on_cancel.
-        cancel_read = asyncio.ensure_future(self._journal.cancel_requested(response_id))
-        cancel_read.add_done_callback(_retrieve_error)
-        try:
-            # Taken before the log is read: a worker that held it before (frozen past the
-            # ack wait) can write nothing after the read.
-            lease_seq = await self._journal.take_delivery_lease(
-                response_id, delivery.subject
-            )
-        except Exception as error:
-            log.warning("could not take the lease of %s: %s", response_id, error)
-            await delivery.nak(delay=1)
-            return
-        if lease_seq is None:  # routed here, but not taken in time: the shared queue has it
-            job_log.info("%s was handed to the shared queue before this worker took it",
-                         response_id)
-            await delivery.ack()
-            return
-        if delivered > 1:
-            self.metrics.counts.redeliveries += 1
-            progress = progress_of(await self._journal.read_log(response_id))
-            if progress.finished:
-                await delivery.ack()
-                return
-            if progress.output_token_ids:
-                self.metrics.counts.resumes += 1
-            job_log.info("resuming %s (delivery %d) at seq %d with %d tokens", response_id,
-                         delivered, progress.next_seq, len(progress.output_token_ids))
-        else:
-            job_log.info("took %s (%s)", response_id, request.model)
-        job = Job(request, delivery, self._journal.writer(
-            response_id, progress.next_seq, lease_seq,
-            on_fenced=lambda: self._on_fenced(response_id, job),
-        ), job_log)
-        self._jobs[response_id] = job  # registered first, so a cancel from now on is seen
-        try:
-            await self._prepare_job(job, progress, delivered, prepared, cancel_read)
-        except Exception as error:
-            # A bug must still end the response (an unanswered request hangs its client); one
-            # whose end cannot be written either goes back to the queue, never left here
-            # heartbeated. Finished already: writing its end is what failed.
-            job_log.exception("starting %s failed", response_id)
-            if job.finished:
-                await self._give_back(job, error)
-            else:
-                await self._end_failed(job, "server_error",
-                                       f"The worker could not start the response: {error}")
-
-    def _prepare_soon(self, request: RequestAccepted) -> asyncio.Future[tuple[Prompt, Any]]:
-        """The prompt and sampling parameters, built on a thread."""
-        prepared = asyncio.ensure_future(asyncio.to_thread(self._prompt_and_params, request))
-        prepared.add_done_callback(_retrieve_error)  # a start that ends early never reads it
-        return prepared
-
-    def _prompt_and_params(self, request: RequestAccepted) -> tuple[Prompt, Any]:
-        return self.served.build_prompt(request), self.served.sampling_params(request)
-
-    async def _prepare_job(
-        self, job: Job, progress: PriorProgress, delivered: int,
-        prepared: asyncio.Future[tuple[Prompt, Any]] | None, cancel_read: asyncio.Future[bool],
-    ) -> None:
-        request, response_id = job.request, job.request.response_id
-        try:
-            if delivered >= self.settings.max_deliver and delivered > 1:
-                await self._fail(job, "worker_lost", f"The response failed after {delivered} delivery attempts.")
-                return
-            tries = self.settings.max_prepare_tries
-            if delivered > tries and not progress.prepared:
-                await self._fail(job, "server_error", (
-                    f"No worker could prepare this request in {tries} tries (each stopped "
-                    "while building its prompt or grammar), so it is not tried again."))
-                return
-            if job.cancelled or self._early_cancels.pop(response_id, False) or await cancel_read:
-                await self._finish_cancelled(job, 0)
-                return
-            prompt, params = await (prepared or self._prepare_soon(request))
-        except InvalidRequest as error:
-            await self._fail(job, error.code, str(error), param=error.param)
-            return
-        except ValueError as error:  # the chat template refused the conversation
-            await self._fail(job, "invalid_prompt", str(error), param="input")
-            return
-        messages = request.enable_response_messages
-        if messages:
-            job.output_token_ids = list(progress.output_token_ids)
-        await job.publisher.publish(
-            GenerationStarted, worker_id=self.settings.worker_id,
-            input_tokens=len(prompt.token_ids),
-            resumed_output_tokens=len(progress.output_token_ids),
-            prompt_text=prompt.text if messages else None,
-            prompt_token_ids=tuple(prompt.token_ids) if messages else None,
-        )
-        job.events = StepEvents(request, self.served.token_text, prompt.opens_reasoning)
-        if job.finished:  # fenced out while it was being prepared
-            return
-        self.engine.add(AddRequest(
-            response_id, prompt.token_ids, params,
-            output_token_ids=progress.output_token_ids,
-            prompt_opens_reasoning=prompt.opens_reasoning,
-        ))
 
     async def _publish_outputs(self) -> None:
         """One consumer of the engine's step outputs, so every response's events keep
@@ -449,7 +303,8 @@ class Worker:
             self.engine.cancel(response_id)
 
     async def _count_input_tokens(self, request: RequestAccepted) -> int:
-        """The prompt `request` would run with, counted: the same build as `_start_job`."""
+        """The prompt `request` would run with, counted: the same build as a job's start
+        (`JobStart`)."""
         try:
             prompt = await asyncio.to_thread(self.served.build_prompt, request)
         except InvalidRequest as error:
@@ -481,8 +336,3 @@ class Worker:
                 log.warning("heartbeat failed: %s", error)
             await asyncio.sleep(self.settings.heartbeat_s)
 
-
-def _retrieve_error(future: asyncio.Future[Any]) -> None:
-    """Marks a background future's error as seen, for a start that returned before it."""
-    if not future.cancelled():
-        future.exception()
