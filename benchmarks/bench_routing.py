@@ -8,6 +8,7 @@ later, the prefix-cache hit rate (cached_tokens / input_tokens) and the median t
 first token, and how many requests each worker ran.
 
     .venv/bin/python benchmarks/bench_routing.py [--chains 16] [--turns 3] [--history 1000]
+        [--rounds 1]
 """
 
 from __future__ import annotations
@@ -119,16 +120,21 @@ async def workers_of(nats_url: str, response_ids: list[str]) -> Counter[str]:
         await journal.close()
 
 
-async def run_mode(nats_url: str, base: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
+async def run_mode(base: str, mode: str, args: argparse.Namespace
+                   ) -> list[tuple[int, float, dict[str, Any]]]:
     async with httpx.AsyncClient(timeout=1800) as client:
         chains = await asyncio.gather(*(
             chain(client, base, mode, index, args.turns, args.history, args.output)
             for index in range(args.chains)))
-    later = [(first, response) for turns in chains for number, first, response in turns
-             if number >= 2]
+    return [turn for turns in chains for turn in turns]
+
+
+async def summary(nats_url: str, turns: list[tuple[int, float, dict[str, Any]]]) -> dict[str, Any]:
+    """Turns 2 and later of every round of one mode: hit rate, first token, workers."""
+    later = [(first, response) for number, first, response in turns if number >= 2]
     cached = sum(r["usage"]["input_tokens_details"]["cached_tokens"] for _, r in later)
     total = sum(r["usage"]["input_tokens"] for _, r in later)
-    ran = await workers_of(nats_url, [r["id"] for turns in chains for _, _, r in turns])
+    ran = await workers_of(nats_url, [r["id"] for _, _, r in turns])
     return {"hit_rate": cached / total if total else 0.0,
             "ttft_p50_s": statistics.median(first for first, _ in later),
             "input_tokens": total, "per_worker": dict(sorted(ran.items()))}
@@ -140,11 +146,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--turns", type=int, default=3, help="turns in each chain")
     parser.add_argument("--history", type=int, default=1000, help="first turn's prompt tokens")
     parser.add_argument("--output", type=int, default=16, help="output tokens a turn")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="rounds of both modes, their order alternating (each its own texts)")
     args = parser.parse_args(argv)
+    turns: dict[str, list[tuple[int, float, dict[str, Any]]]] = {"plain": [], "routed": []}
     with stack() as (nats_url, routed_url, plain_url):
-        plain = asyncio.run(run_mode(nats_url, plain_url, "plain", args))
-        routed = asyncio.run(run_mode(nats_url, routed_url, "routed", args))
-    row = {"chains": args.chains, "turns": args.turns, "routed": routed, "plain": plain,
+        for number in range(args.rounds):
+            order = [("plain", plain_url), ("routed", routed_url)]
+            for mode, url in order if number % 2 == 0 else reversed(order):
+                turns[mode] += asyncio.run(run_mode(url, f"{mode} {number}", args))
+        plain = asyncio.run(summary(nats_url, turns["plain"]))
+        routed = asyncio.run(summary(nats_url, turns["routed"]))
+    row = {"chains": args.chains, "turns": args.turns, "rounds": args.rounds,
+           "routed": routed, "plain": plain,
            "ttft_speedup": plain["ttft_p50_s"] / routed["ttft_p50_s"]}
     print(f"{args.chains} chains x {args.turns} turns, ~{args.history}-token histories, 2 workers; "
           f"turns 2+: hit rate {routed['hit_rate']:.0%} routed vs {plain['hit_rate']:.0%} "
