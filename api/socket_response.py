@@ -1,6 +1,7 @@
 """One generated or warmed response on a socket: a generated one is published and its
 log folded by the streaming module every transport reads (api/streaming), its events
-sent to the lane; `generate: false` is answered by the connection alone."""
+sent to the lane; `generate: false` has a worker prefill its prompt, and is answered by
+the connection."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from api.encrypted_content import ReasoningSealer
+from api.errors import APIError
 from api.metrics import ResponseTimer
 from api.request_event import BuiltRequest
 from api.socket_protocol import server_event
 from api.streaming import open_live_response
-from events import GenerationFinished, ResponseFold
+from events import GenerationFinished, RequestAccepted, ResponseFold
 from events.generation import Usage
+from events.ids import new_response_id
 
 log = logging.getLogger("spate.api.socket")
 
@@ -46,11 +49,34 @@ async def streamed(
     return live.going_out(live.state.response())
 
 
-async def warmed(built: BuiltRequest, stream_id: str | None, send: Send) -> dict[str, Any]:
+def warm_request(event: RequestAccepted) -> RequestAccepted:
+    """What a worker runs for a `generate: false` create: its prompt, rendered as the
+    generated turn would render it, under an id of its own (the client's response id
+    stays the connection's), with one output token that nobody reads and nothing stored
+    or added to a conversation. Its prefill leaves the prompt in that worker's prefix
+    cache, where the router sends the turn that builds on it."""
+    sampling = event.sampling.model_copy(update={"max_output_tokens": 1, "top_logprobs": None})
+    return event.model_copy(update={
+        "response_id": new_response_id(), "sampling": sampling, "store": False,
+        "background": False, "conversation_id": None, "compaction": None,
+    })
+
+
+async def warmed(state: Any, built: BuiltRequest, stream_id: str | None, send: Send
+                 ) -> dict[str, Any]:
     """`generate: false`: the request checked and lowered as for a generated turn, its
-    history then held by the connection under a response id, with no output. Nothing is
-    published: the response is this connection's alone, and the worker's prefix cache
-    warms at the first generated turn that builds on it."""
+    history then held by the connection under a response id, with no output, once a
+    worker has prefilled its prompt (`warm_request`); the response is the connection's
+    alone. A warm-up that fails or is cut only loses the cache: the answer is the same."""
+    warm = warm_request(built.event)
+    try:
+        live = await open_live_response(state.journal, state.admission, warm, None,
+                                        state.drain, claim=False)
+        async with live.serving(cancel_unfinished=True):
+            async for _ in live:
+                pass  # its one token is nobody's
+    except APIError as error:  # the replica or its owner at their bound: no warm-up
+        log.info("not warming for %s: %s", built.event.response_id, error.message)
     fold, event = ResponseFold(), built.event
     finished = GenerationFinished(response_id=event.response_id, seq=event.seq + 1,
                                   finish_reason="stop", usage=Usage(input_tokens=0, output_tokens=0))

@@ -141,7 +141,7 @@ class SocketSession:
                                         self.owner, state.content_keys, self._chain(request))
             seal = sealer_for(built.body, state.content_keys, self.owner)
             response = (await streamed(state, built, seal, create.stream_id, self.send)
-                        if create.generate else await warmed(built, create.stream_id, self.send))
+                        if create.generate else await warmed(state, built, create.stream_id, self.send))
         except APIError as error:
             await self.send(error_event(not_found_as_chain_miss(error), create.stream_id))
             return

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from collections.abc import Iterator
 from typing import Any
 
@@ -244,3 +245,31 @@ def test_generate_false_holds_the_input_for_the_next_turn(socket_url: str, stack
     log = asyncio.run(read_log(stack.nats_url, answer["id"]))
     contents = [message.content for message in log[0].messages]
     assert "The password is swordfish." in contents
+
+
+def test_generate_false_warms_the_prefix_cache_for_the_next_turn(socket_url: str) -> None:
+    """A worker prefilled the warmed input: the turn that builds on it finds it cached,
+    where the same turn in a cache scope of its own, not warmed, finds nothing."""
+    notes = " ".join(f"Note {n}: the tide table lists {n * 7 % 31} knots." for n in range(30))
+    history = [{"role": "user", "content": notes}, {"role": "user", "content": "Knots?"}]
+
+    async def turn(salt: str, warm: bool) -> dict[str, Any]:
+        fields = {**BRIEF, "cache_salt": salt}
+        async with opened(socket_url) as socket:
+            if not warm:
+                await socket.send(create(**fields, input=history))
+                return (await until_terminal(socket))[-1]["response"]
+            await socket.send(create(**fields, input=notes, generate=False))
+            warmed = (await until_terminal(socket))[-1]
+            assert warmed["type"] == "response.completed", warmed
+            await socket.send(create(**fields, input="Knots?",
+                                     previous_response_id=warmed["response"]["id"]))
+            return (await until_terminal(socket))[-1]["response"]
+
+    salt = secrets.token_hex(4)
+    cold = asyncio.run(turn(f"cold-{salt}", warm=False))
+    warmed = asyncio.run(turn(f"warm-{salt}", warm=True))
+    assert cold["usage"]["input_tokens_details"]["cached_tokens"] == 0, cold["usage"]
+    # The notes are most of the prompt; all of their full blocks were cached.
+    assert warmed["usage"]["input_tokens_details"]["cached_tokens"] > 300, warmed["usage"]
+    assert warmed["usage"]["input_tokens"] == cold["usage"]["input_tokens"]
