@@ -149,8 +149,9 @@ def asyncapi_document() -> dict[str, Any]:
                 "address": f"{CACHE_SUBJECT_PREFIX}.{{model}}.{{worker_id}}",
                 "description": (
                     "Core NATS, no stream: a worker's cache report, after each response it "
-                    "finishes (the digests of that prompt's prefixes) and on every heartbeat "
-                    "(its in-flight count alone). The API's router indexes them."
+                    "finishes and before its terminal event (the digests of that prompt's "
+                    "prefixes) and on every heartbeat (its count of responses still "
+                    "generating alone). The API's router indexes them."
                 ),
                 "parameters": {"model": {"description": f"The model's name. {TOKEN_RULE}"},
                                "worker_id": {"description": f"The worker's id. {TOKEN_RULE}"}},
