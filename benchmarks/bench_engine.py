@@ -93,7 +93,7 @@ def decode_throughput(
     every sequence has its first token. Several windows, because on a shared machine one
     window can land on someone else's busy moment."""
     max_tokens = warmup_steps + (windows + (1 if profile_rows else 0)) * steps + 2
-    params = SamplingParams(temperature=0.0, ignore_eos=True, max_output_tokens=max_tokens)
+    params = SamplingParams.of(temperature=0.0, ignore_eos=True, max_output_tokens=max_tokens)
     for index, token_ids in enumerate(prompt_ids):
         engine.add_request(f"bench-{len(prompt_ids)}-{index}", token_ids, params)
     # Prefill steps first (the scheduler prefers them), then a few decode steps to warm up.

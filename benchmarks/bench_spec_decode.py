@@ -79,7 +79,7 @@ def timed_run(
 ) -> tuple[float, float, int, list[list[int]]]:
     """Seconds from the last prefill to the end, on the clock and of this process's CPU
     time, tokens generated meanwhile, and every request's tokens."""
-    params = SamplingParams(temperature=0.0, max_output_tokens=tokens)
+    params = SamplingParams.of(temperature=0.0, max_output_tokens=tokens)
     outputs: dict[str, list[int]] = {}
     for index, prompt in enumerate(prompts):
         request_id = f"{label}-{index}"

@@ -25,8 +25,8 @@ from events.request_settings import (
 class SamplingSettings(BaseModel):
     """Resolved sampling values; the defaults are the ones echoed on the Response.
 
-    The engine's SamplingParams has a field of the same name for each of these
-    (workers/engine/sampling_params.py builds one from the other).
+    The engine reads this object as it is (SamplingParams.sampling, in
+    workers/engine/sampling_params.py), so each setting is defined here alone.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")

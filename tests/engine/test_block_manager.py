@@ -13,7 +13,7 @@ BLOCK_SIZE = 4
 
 
 def make_sequence(token_ids, request_id="r", cache_salt=None, arrival_order=0):
-    params = SamplingParams(cache_salt=cache_salt)
+    params = SamplingParams.of(cache_salt=cache_salt)
     return Sequence(request_id, arrival_order, list(token_ids), params, max_num_tokens=1000)
 
 

@@ -51,7 +51,7 @@ def tool_grammar(grammars: GrammarCompiler, tool_choice: str):
 def think_then_answer(make_engine, prompt, grammar, budgets=BUDGETS) -> dict:
     engine = make_engine()
     for budget in budgets:
-        engine.add_request(f"budget-{budget}", prompt, SamplingParams(
+        engine.add_request(f"budget-{budget}", prompt, SamplingParams.of(
             temperature=0.0, max_output_tokens=MAX_TOKENS, thinking_token_budget=budget, grammar=grammar,
         ), prompt_opens_reasoning=True)
     return run_to_completion(engine)

@@ -42,7 +42,7 @@ def test_resume_gives_the_uninterrupted_bits(
     }[dtype]
     prompt, _ = render_prompt("Write a long story about a lighthouse keeper and the sea.")
     temperature = 0.0 if sampling == "greedy" else 0.8
-    params = SamplingParams(
+    params = SamplingParams.of(
         temperature=temperature, seed=None if sampling == "greedy" else 11,
         max_output_tokens=TOKENS, ignore_eos=True, top_logprobs=TOP_LOGPROBS,
     )
@@ -77,7 +77,7 @@ def test_a_cached_prefix_gives_the_bits_of_a_fresh_prefill(make_engine, render_p
     """The second request's prompt is prefilled after cached blocks (a query chunk attends
     to a cached prefix): its logprobs equal the first, whole prefill's, bit for bit."""
     prompt, _ = render_prompt("Write a long essay about the history of Rome. " * 4)
-    params = SamplingParams(temperature=0.0, max_output_tokens=12, ignore_eos=True,
+    params = SamplingParams.of(temperature=0.0, max_output_tokens=12, ignore_eos=True,
                             top_logprobs=TOP_LOGPROBS)
     engine = make_engine()
     engine.add_request("fresh", prompt, params)
@@ -102,7 +102,7 @@ def test_tokens_lent_by_a_cached_block_give_the_bits_of_a_fresh_prefill(
     block_size = make_engine(model).config.block_size
     cut = 2 * block_size + 5
     other = prompt[:cut] + prompt[cut + 1 :]
-    params = SamplingParams(temperature=0.0, max_output_tokens=8, ignore_eos=True,
+    params = SamplingParams.of(temperature=0.0, max_output_tokens=8, ignore_eos=True,
                             top_logprobs=TOP_LOGPROBS)
     fresh_engine = make_engine(model)
     fresh_engine.add_request("other", other, params)
@@ -128,7 +128,7 @@ def test_a_lending_block_evicted_in_the_same_step_still_lends_its_tokens(
     prompt = prompt[: 4 * block_size + 3]
     cut = 2 * block_size + 5
     other = prompt[:cut] + prompt[cut + 1 :]
-    params = SamplingParams(temperature=0.0, max_output_tokens=1, top_logprobs=TOP_LOGPROBS)
+    params = SamplingParams.of(temperature=0.0, max_output_tokens=1, top_logprobs=TOP_LOGPROBS)
     fresh_engine = make_engine()
     fresh_engine.add_request("other", other, params)
     fresh = run_to_completion(fresh_engine)["other"]

@@ -31,7 +31,7 @@ def grammars(loaded_model) -> GrammarCompiler:
 
 def constrained(grammars, fmt, max_tokens: int, **overrides) -> SamplingParams:
     overrides.setdefault("temperature", 0.0)
-    return SamplingParams(max_output_tokens=max_tokens, grammar=grammars.compile(fmt), **overrides)
+    return SamplingParams.of(max_output_tokens=max_tokens, grammar=grammars.compile(fmt), **overrides)
 
 
 def test_the_answer_matches_its_grammar(make_engine, render_prompt, grammars):
@@ -48,11 +48,11 @@ def test_the_answer_matches_its_grammar(make_engine, render_prompt, grammars):
 def test_sampled_rows_follow_their_grammar_and_free_rows_are_untouched(make_engine, render_prompt, grammars):
     free_prompt = render_prompt("What is the capital of France?")[0]
     alone = make_engine()
-    alone.add_request("free", free_prompt, SamplingParams(temperature=0.0, max_output_tokens=12))
+    alone.add_request("free", free_prompt, SamplingParams.of(temperature=0.0, max_output_tokens=12))
     expected = run_to_completion(alone)["free"].token_ids
 
     engine = make_engine()
-    engine.add_request("free", free_prompt, SamplingParams(temperature=0.0, max_output_tokens=12))
+    engine.add_request("free", free_prompt, SamplingParams.of(temperature=0.0, max_output_tokens=12))
     for seed in range(2):
         engine.add_request(f"sampled-{seed}", render_prompt("Describe someone.")[0],
                            constrained(grammars, PERSON, 48, temperature=1.0, seed=seed))

@@ -21,7 +21,7 @@ QUESTIONS = (
 
 
 def greedy(max_tokens: int, **overrides) -> SamplingParams:
-    return SamplingParams(temperature=0.0, max_output_tokens=max_tokens, **overrides)
+    return SamplingParams.of(temperature=0.0, max_output_tokens=max_tokens, **overrides)
 
 
 def generate_alone(make_engine, prompt, params):
@@ -125,19 +125,19 @@ def test_wide_decode_steps_take_every_core_where_the_bits_allow(
 
 def test_seeded_sampling_is_the_same_alone_and_in_a_busy_batch(make_engine, render_prompt):
     prompt, _ = render_prompt("Tell me a story about a dragon.")
-    seeded = SamplingParams(temperature=0.9, top_p=0.95, seed=1234, max_output_tokens=24, ignore_eos=True)
+    seeded = SamplingParams.of(temperature=0.9, top_p=0.95, seed=1234, max_output_tokens=24, ignore_eos=True)
     alone = generate_alone(make_engine, prompt, seeded).token_ids
     engine = make_engine()
     for index, question in enumerate(QUESTIONS[:4]):
         engine.add_request(
-            f"unseeded{index}", render_prompt(question)[0], SamplingParams(max_output_tokens=30)
+            f"unseeded{index}", render_prompt(question)[0], SamplingParams.of(max_output_tokens=30)
         )
         engine.add_request(f"greedy{index}", render_prompt(question)[0], greedy(10))
     engine.step()  # the seeded one joins a batch that is already decoding
     engine.add_request("seeded", prompt, seeded)
     together = run_to_completion(engine)
     assert together["seeded"].token_ids == alone
-    other_seed = SamplingParams(
+    other_seed = SamplingParams.of(
         temperature=0.9, top_p=0.95, seed=99, max_output_tokens=24, ignore_eos=True
     )
     assert generate_alone(make_engine, prompt, other_seed).token_ids != alone
@@ -255,7 +255,7 @@ def test_resumed_request_continues_exactly_like_the_uninterrupted_run(make_engin
 
 def test_resumed_seeded_request_continues_its_random_stream(make_engine, render_prompt):
     prompt, _ = render_prompt("Tell me a story about a dragon.")
-    params = SamplingParams(temperature=1.0, seed=7, max_output_tokens=20, ignore_eos=True)
+    params = SamplingParams.of(temperature=1.0, seed=7, max_output_tokens=20, ignore_eos=True)
     full = generate_alone(make_engine, prompt, params).token_ids
     engine = make_engine()
     engine.add_request("resumed", prompt, params, output_token_ids=full[:8])

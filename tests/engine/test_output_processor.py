@@ -70,7 +70,7 @@ def test_prompt_opened_block_streams_reasoning_first(tokenizer):
 
 
 def test_stop_strings_match_in_the_answer_only(tokenizer):
-    params = SamplingParams(stop=["STOP"])
+    params = SamplingParams.of(stop=["STOP"])
     steps, finish_reason = stream(
         tokenizer,
         "I could STOP here.</think>Answer then STOP and more",
@@ -83,6 +83,6 @@ def test_stop_strings_match_in_the_answer_only(tokenizer):
 
 
 def test_text_held_for_a_stop_string_is_released_at_the_end(tokenizer):
-    steps, finish_reason = stream(tokenizer, "wait for it ST", SamplingParams(stop=["STOP"]))
+    steps, finish_reason = stream(tokenizer, "wait for it ST", SamplingParams.of(stop=["STOP"]))
     assert joined(steps, "text") == "wait for it ST"
     assert finish_reason == "length"

@@ -11,7 +11,7 @@ from workers.engine import SamplingParams
 
 def test_one_request_failing_leaves_its_batch_running(make_engine, render_prompt) -> None:
     prompt, _ = render_prompt("What is the capital of France?")
-    params = SamplingParams(temperature=0.0, max_output_tokens=12, ignore_eos=True)
+    params = SamplingParams.of(temperature=0.0, max_output_tokens=12, ignore_eos=True)
     alone = make_engine()
     alone.add_request("good", prompt, params)
     expected = run_to_completion(alone)["good"]
@@ -47,7 +47,7 @@ def test_a_forward_pass_failing_for_one_sequence_fails_it_alone(make_engine, ren
     would have had, and no block is leaked."""
     prompt, _ = render_prompt("What is the capital of France?")
     other, _ = render_prompt("Name three colours.")
-    params = SamplingParams(temperature=0.0, max_output_tokens=10, ignore_eos=True)
+    params = SamplingParams.of(temperature=0.0, max_output_tokens=10, ignore_eos=True)
     expected = {}
     for name, ids in (("good", prompt), ("also good", other)):
         alone = make_engine()
@@ -85,7 +85,7 @@ def test_a_step_failing_for_every_sequence_alone_raises(make_engine, render_prom
     """Not one sequence's fault (every one fails alone too): the step raises, and the
     worker's loop hands every request back to the queue."""
     prompt, _ = render_prompt("What is the capital of France?")
-    params = SamplingParams(temperature=0.0, max_output_tokens=10, ignore_eos=True)
+    params = SamplingParams.of(temperature=0.0, max_output_tokens=10, ignore_eos=True)
     engine = make_engine()
     engine.add_request("a", prompt, params)
     engine.add_request("b", prompt, params)
@@ -103,7 +103,7 @@ def test_a_failed_prefill_leaves_no_block_to_be_found(make_engine, render_prompt
     """The keys and values a failed step was to compute are garbage: when the request
     comes back, its prompt is computed again rather than found in the cache."""
     prompt, _ = render_prompt("Write a long essay about the history of Rome. " * 4)
-    params = SamplingParams(temperature=0.0, max_output_tokens=4, ignore_eos=True)
+    params = SamplingParams.of(temperature=0.0, max_output_tokens=4, ignore_eos=True)
     alone = make_engine()
     alone.add_request("again", prompt, params)
     expected = run_to_completion(alone)["again"].token_ids

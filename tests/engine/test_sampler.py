@@ -33,9 +33,9 @@ def random_logits(batch: int, seed: int = 0) -> torch.Tensor:
 def test_greedy_and_top_k_one_pick_the_argmax():
     logits = random_logits(3)
     seqs = [
-        make_sequence(SamplingParams(temperature=0.0)),
-        make_sequence(SamplingParams(temperature=1.5, top_k=1)),
-        make_sequence(SamplingParams(temperature=0.7, top_p=1e-6)),
+        make_sequence(SamplingParams.of(temperature=0.0)),
+        make_sequence(SamplingParams.of(temperature=1.5, top_k=1)),
+        make_sequence(SamplingParams.of(temperature=0.7, top_p=1e-6)),
     ]
     expected = logits.argmax(dim=-1).tolist()
     assert make_sampler()(logits.clone(), seqs, [None] * 3).token_ids == expected
@@ -43,7 +43,7 @@ def test_greedy_and_top_k_one_pick_the_argmax():
 
 def test_min_p_one_keeps_only_the_most_likely_token():
     logits = random_logits(2, seed=3)
-    seqs = [make_sequence(SamplingParams(temperature=2.0, min_p=1.0)) for _ in range(2)]
+    seqs = [make_sequence(SamplingParams.of(temperature=2.0, min_p=1.0)) for _ in range(2)]
     assert (
         make_sampler()(logits.clone(), seqs, [None, None]).token_ids
         == logits.argmax(dim=-1).tolist()
@@ -64,7 +64,7 @@ def test_sampling_follows_the_distribution():
     # top_p=0.8 keeps the two tokens whose mass reaches 0.8 and never the third.
     top_p_counts = [0, 0, 0]
     for _ in range(500):
-        params = SamplingParams(top_p=0.8)
+        params = SamplingParams.of(top_p=0.8)
         top_p_counts[sampler(logits.clone(), [make_sequence(params)], [None]).token_ids[0]] += 1
     assert top_p_counts[2] == 0 and top_p_counts[1] > 0
 
@@ -72,7 +72,7 @@ def test_sampling_follows_the_distribution():
 def test_forced_token_wins_over_bias_penalties_and_temperature():
     logits = random_logits(2, seed=1)
     forced_token = int(logits[0].argmin())
-    params = SamplingParams(
+    params = SamplingParams.of(
         temperature=0.0,
         logit_bias={forced_token: -100.0},
         repetition_penalty=1.8,
@@ -81,7 +81,7 @@ def test_forced_token_wins_over_bias_penalties_and_temperature():
     )
     seqs = [
         make_sequence(params, output_token_ids=[forced_token] * 5),
-        make_sequence(SamplingParams(temperature=0.0)),
+        make_sequence(SamplingParams.of(temperature=0.0)),
     ]
     sampled = make_sampler()(logits.clone(), seqs, [forced_token, None])
     assert sampled.token_ids == [forced_token, int(logits[1].argmax())]
@@ -90,22 +90,22 @@ def test_forced_token_wins_over_bias_penalties_and_temperature():
 def test_logit_bias_and_penalties_steer_greedy_choice():
     logits = torch.zeros((1, VOCAB_SIZE))
     logits[0, 5] = 1.0
-    biased = make_sequence(SamplingParams(temperature=0.0, logit_bias={9: 5.0}))
+    biased = make_sequence(SamplingParams.of(temperature=0.0, logit_bias={9: 5.0}))
     assert make_sampler()(logits.clone(), [biased], [None]).token_ids == [9]
     penalized = make_sequence(
-        SamplingParams(temperature=0.0, presence_penalty=2.0), output_token_ids=[5]
+        SamplingParams.of(temperature=0.0, presence_penalty=2.0), output_token_ids=[5]
     )
     assert make_sampler()(logits.clone(), [penalized], [None]).token_ids != [5]
 
 
 def test_seeded_rows_do_not_depend_on_the_rest_of_the_batch():
     logits = random_logits(1, seed=7)
-    params = SamplingParams(temperature=1.0, seed=42)
+    params = SamplingParams.of(temperature=1.0, seed=42)
 
     def draws(batch_logits, row):
         seq = make_sequence(params)
         others = [
-            make_sequence(SamplingParams(temperature=1.0)) for _ in range(batch_logits.shape[0] - 1)
+            make_sequence(SamplingParams.of(temperature=1.0)) for _ in range(batch_logits.shape[0] - 1)
         ]
         seqs = others[:row] + [seq] + others[row:]
         sampler = make_sampler()
@@ -122,7 +122,7 @@ def test_seeded_rows_do_not_depend_on_the_rest_of_the_batch():
 
 def test_replayed_draws_continue_the_seeded_stream():
     logits = random_logits(1, seed=11)
-    params = SamplingParams(temperature=1.0, seed=5)
+    params = SamplingParams.of(temperature=1.0, seed=5)
     sampler = make_sampler()
     uninterrupted = make_sequence(params)
     stream = [sampler(logits.clone(), [uninterrupted], [None]).token_ids[0] for _ in range(10)]
@@ -134,8 +134,8 @@ def test_replayed_draws_continue_the_seeded_stream():
 def test_logprobs_come_from_the_processed_logits_before_temperature():
     logits = random_logits(2, seed=4)
     seqs = [
-        make_sequence(SamplingParams(temperature=0.0, top_logprobs=2)),
-        make_sequence(SamplingParams(temperature=5.0, top_logprobs=0)),
+        make_sequence(SamplingParams.of(temperature=0.0, top_logprobs=2)),
+        make_sequence(SamplingParams.of(temperature=2.0, top_logprobs=0)),
     ]
     sampled = make_sampler()(logits.clone(), seqs, [None, None])
     expected = logits.log_softmax(dim=-1)
@@ -158,10 +158,10 @@ def test_the_largest_top_k_a_request_may_send_keeps_the_batch_running():
     cap it keeps every token and the rest of the batch samples as it would alone."""
     logits = random_logits(2, seed=5)
     seqs = [
-        make_sequence(SamplingParams(temperature=0.0)),
-        make_sequence(SamplingParams(temperature=0.8, top_k=MAX_TOP_K, top_p=0.9, seed=1)),
+        make_sequence(SamplingParams.of(temperature=0.0)),
+        make_sequence(SamplingParams.of(temperature=0.8, top_k=MAX_TOP_K, top_p=0.9, seed=1)),
     ]
     alone = make_sampler()(logits[1:].clone(), [make_sequence(
-        SamplingParams(temperature=0.8, top_p=0.9, seed=1))], [None]).token_ids
+        SamplingParams.of(temperature=0.8, top_p=0.9, seed=1))], [None]).token_ids
     token_ids = make_sampler()(logits.clone(), seqs, [None, None]).token_ids
     assert token_ids == [int(logits[0].argmax()), *alone]

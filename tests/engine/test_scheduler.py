@@ -20,7 +20,7 @@ def make_scheduler(num_blocks=16, max_num_seqs=8, max_num_batched_tokens=64):
 
 
 def make_sequence(request_id, num_tokens, arrival_order, priority=0, first_token=0, owner=None):
-    params = SamplingParams(priority=priority, owner=owner)
+    params = SamplingParams.of(priority=priority, owner=owner)
     prompt = list(range(first_token, first_token + num_tokens))
     return Sequence(request_id, arrival_order, prompt, params, max_num_tokens=1000)
 

@@ -33,8 +33,8 @@ PERSON = {"type": "json_schema", "max_whitespace_cnt": 1, "json_schema": {
 def params_for(sampling: str, **overrides) -> SamplingParams:
     overrides.setdefault("max_output_tokens", 24)
     if sampling == "greedy":
-        return SamplingParams(temperature=0.0, top_logprobs=5, **overrides)
-    return SamplingParams(temperature=0.7, top_p=0.95, seed=7, top_logprobs=5, **overrides)
+        return SamplingParams.of(temperature=0.0, top_logprobs=5, **overrides)
+    return SamplingParams.of(temperature=0.7, top_p=0.95, seed=7, top_logprobs=5, **overrides)
 
 
 def generate(make_engine, requests, speculate: bool):
@@ -109,13 +109,13 @@ def test_blocks_filled_by_kept_drafts_serve_the_prefix_cache(make_engine, render
     """Blocks whose tokens were drafted and kept are cached like decoded ones: a request
     repeating the first one's prompt and answer finds all but its last block cached."""
     prompt, _ = render_prompt(QUOTE)
-    params = SamplingParams(temperature=0.0, max_output_tokens=64, ignore_eos=True)
+    params = SamplingParams.of(temperature=0.0, max_output_tokens=64, ignore_eos=True)
     engine = make_engine()
     engine.add_request("first", prompt, params)
     first = run_to_completion(engine)["first"]
     assert engine.speculator is not None and engine.speculator.stats.accepted_tokens > 0
     again = prompt + first.token_ids
-    engine.add_request("again", again, SamplingParams(temperature=0.0, max_output_tokens=1))
+    engine.add_request("again", again, SamplingParams.of(temperature=0.0, max_output_tokens=1))
     second = run_to_completion(engine)["again"]
     block_size = engine.config.block_size
     assert second.final.num_cached_tokens >= (len(again) - 1) // block_size * block_size
@@ -125,7 +125,7 @@ def test_a_failed_verification_is_decoded_plainly(make_engine, render_prompt):
     """A verifying forward pass that raises gives its slots back and the step is decoded
     without drafts: the same tokens, no block leaked."""
     prompt, _ = render_prompt(QUOTE)
-    params = SamplingParams(temperature=0.0, max_output_tokens=32, ignore_eos=True)
+    params = SamplingParams.of(temperature=0.0, max_output_tokens=32, ignore_eos=True)
     plain, _ = generate(make_engine, [("r", prompt, params, False)], speculate=False)
     engine = make_engine()
     score = engine.model_runner.score

@@ -20,7 +20,7 @@ QUESTION = "Think step by step: how many minutes are there in a week?"
 
 def thinking_params(budget, max_tokens=48) -> SamplingParams:
     # ignore_eos keeps a model that would stop early thinking, so the budget is what ends it.
-    return SamplingParams(
+    return SamplingParams.of(
         temperature=0.0, max_output_tokens=max_tokens, ignore_eos=True, thinking_token_budget=budget
     )
 

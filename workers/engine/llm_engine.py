@@ -107,7 +107,7 @@ class LLMEngine:
             raise ValueError("the prompt is empty")
         self._check_token_ids(prompt_token_ids, "prompt")
         self._check_token_ids(output_token_ids, "output")
-        self._check_token_ids(params.logit_bias, "logit_bias")
+        self._check_token_ids(params.sampling.logit_bias, "logit_bias")
         if params.thinking_token_budget is not None and self.thinking is None:
             raise ValueError("thinking_token_budget needs a model with reasoning markers")
         num_tokens = len(prompt_token_ids) + len(output_token_ids)
@@ -117,8 +117,9 @@ class LLMEngine:
                 f"{self.max_model_len}-token limit"
             )
         max_num_tokens = self.max_model_len
-        if params.max_output_tokens is not None:
-            max_num_tokens = min(max_num_tokens, len(prompt_token_ids) + params.max_output_tokens)
+        max_output_tokens = params.sampling.max_output_tokens
+        if max_output_tokens is not None:
+            max_num_tokens = min(max_num_tokens, len(prompt_token_ids) + max_output_tokens)
         seq = Sequence(
             request_id, next(self._arrival_orders), prompt_token_ids, params, max_num_tokens
         )
@@ -152,7 +153,7 @@ class LLMEngine:
         replayed = self.output_processor.take_deltas(seq)
         if replayed:
             self._replayed_deltas[seq.request_id] = replayed
-        if seq.params.seed is not None and not seq.params.greedy:
+        if seq.params.sampling.seed is not None and not seq.params.greedy:
             seq.draws.num_to_replay = len(output_token_ids)
 
     def _check_token_ids(self, token_ids: Iterable[int], what: str) -> None:

@@ -76,7 +76,7 @@ class OutputProcessor:
         """Adds the text of a token just appended to `seq` to this step's deltas; returns
         the finish reason, which a stop string may set."""
         state = _state_of(seq)
-        if finish_reason == "stop" and not seq.params.include_stop_str_in_output:
+        if finish_reason == "stop" and not seq.params.sampling.include_stop_str_in_output:
             # An EOS or stop token ends the output without text of its own.
             return self._finish(seq) or finish_reason
         state.pending_token_ids.append(token_id)
@@ -123,8 +123,8 @@ class OutputProcessor:
         del state.pending_token_ids[:count]
         del state.pending_logprobs[:count]
         text = "".join(state.detokenizer.push(token_id) for token_id in token_ids)
-        reported_logprobs = logprobs if seq.params.top_logprobs is not None else None
-        if state.channel == REASONING or not seq.params.stop:
+        reported_logprobs = logprobs if seq.params.sampling.top_logprobs is not None else None
+        if state.channel == REASONING or not seq.params.sampling.stop:
             self._emit(state, text, token_ids, reported_logprobs)
             return None
         return self._emit_checking_stop_strings(seq, text, token_ids, reported_logprobs)
@@ -134,21 +134,21 @@ class OutputProcessor:
     ) -> str | None:
         state = _state_of(seq)
         held = state.held_text + text
-        params = seq.params
+        sampling = seq.params.sampling
         earliest: tuple[int, str] | None = None
-        for stop in params.stop:
+        for stop in sampling.stop:
             position = held.find(stop)
             if position >= 0 and (earliest is None or position < earliest[0]):
                 earliest = (position, stop)
         if earliest is not None:
             position, stop = earliest
-            end = position + len(stop) if params.include_stop_str_in_output else position
+            end = position + len(stop) if sampling.include_stop_str_in_output else position
             state.held_text = ""
             self._emit(state, held[:end], token_ids, logprobs)
             return "stop"
         # Any stop string that completes later starts inside the held tail, so the tail
         # that could still open one waits and the rest goes out.
-        keep = max((_overlap(held, stop) for stop in params.stop), default=0)
+        keep = max((_overlap(held, stop) for stop in sampling.stop), default=0)
         state.held_text = held[len(held) - keep :] if keep else ""
         self._emit(state, held[: len(held) - keep], token_ids, logprobs)
         return None
@@ -185,7 +185,7 @@ class OutputProcessor:
         # The tokens before `start` are context only, so a decoder that treats the start of
         # text specially sees where this channel's text really begins.
         return IncrementalDetokenizer(
-            self.tokenizer, seq.params.skip_special_tokens, prompt_token_ids=seq.token_ids[:start]
+            self.tokenizer, seq.params.sampling.skip_special_tokens, prompt_token_ids=seq.token_ids[:start]
         )
 
 

@@ -53,7 +53,7 @@ class Sampler:
     ) -> SamplerOutput:
         """logits [B, V] fp32, one row per sequence; modified in place."""
         if any(forced is not None for forced in forced_token_ids) or any(
-            seq.params.has_penalties or seq.params.logit_bias for seq in seqs
+            seq.params.has_penalties or seq.params.sampling.logit_bias for seq in seqs
         ):
             self._apply_logits_processors(logits, seqs, forced_token_ids)
         grammar_rows = [
@@ -68,7 +68,7 @@ class Sampler:
         ]
         if open_rows:
             self._grammar_masks.forbid_ending(logits, seqs, open_rows)
-        logprob_rows = [row for row, seq in enumerate(seqs) if seq.params.top_logprobs is not None]
+        logprob_rows = [row for row, seq in enumerate(seqs) if seq.params.sampling.top_logprobs is not None]
         # Taken before sampling, which rescales and truncates the logits.
         log_probs = logits[logprob_rows].log_softmax(dim=-1) if logprob_rows else None
         sampled_rows = [row for row, seq in enumerate(seqs) if not seq.params.greedy]
@@ -100,25 +100,25 @@ class Sampler:
             output_token_counts, prompt_token_mask = self._empty_history(batch, vocab_size)
         logit_bias = None
         for row, seq in enumerate(seqs):
-            params = seq.params
-            if params.has_penalties and seq.num_output_tokens:
+            sampling = seq.params.sampling
+            if seq.params.has_penalties and seq.num_output_tokens:
                 output_ids = torch.tensor(seq.output_token_ids, dtype=torch.int64, device=device)
                 output_token_counts[row].scatter_add_(
                     0, output_ids, torch.ones_like(output_ids, dtype=torch.int32)
                 )
-            if params.repetition_penalty != 1.0:
+            if sampling.repetition_penalty != 1.0:
                 prompt_ids = torch.tensor(seq.prompt_token_ids, dtype=torch.int64, device=device)
                 prompt_token_mask[row, prompt_ids] = True
-            if params.logit_bias:
+            if sampling.logit_bias:
                 if logit_bias is None:
                     logit_bias = torch.zeros((batch, vocab_size), dtype=torch.float32, device=device)
-                token_ids = torch.tensor(list(params.logit_bias), dtype=torch.int64, device=device)
-                biases = torch.tensor(list(params.logit_bias.values()), dtype=torch.float32, device=device)
+                token_ids = torch.tensor(list(sampling.logit_bias), dtype=torch.int64, device=device)
+                biases = torch.tensor(list(sampling.logit_bias.values()), dtype=torch.float32, device=device)
                 logit_bias[row, token_ids] = biases
         per_row = torch.tensor(
             [
-                [seq.params.presence_penalty, seq.params.frequency_penalty, seq.params.repetition_penalty]
-                for seq in seqs
+                [sampling.presence_penalty, sampling.frequency_penalty, sampling.repetition_penalty]
+                for sampling in (seq.params.sampling for seq in seqs)
             ],
             dtype=torch.float32,
             device=device,
@@ -157,7 +157,7 @@ class Sampler:
         log_probs = log_probs.clamp_(min=LOWEST_LOGPROB)
         sampled = log_probs.gather(1, token_ids[:, None]).squeeze(1).tolist()
         # Only rows that asked for logprobs come here, so every count is set.
-        counts = [seq.params.top_logprobs or 0 for seq in seqs]
+        counts = [seq.params.sampling.top_logprobs or 0 for seq in seqs]
         top_values: list[list[float]] = []
         top_ids: list[list[int]] = []
         if max(counts):
@@ -174,20 +174,20 @@ class Sampler:
         seeded row takes its noise from its own generator, so its tokens depend on its seed
         alone, never on what else shares the batch."""
         temperatures = torch.tensor(
-            [seq.params.temperature for seq in seqs], dtype=torch.float32, device=logits.device
+            [seq.params.sampling.temperature for seq in seqs], dtype=torch.float32, device=logits.device
         )
         logits.div_(temperatures[:, None])
-        top_k = [seq.params.top_k for seq in seqs]
-        top_p = [seq.params.top_p for seq in seqs]
+        top_k = [seq.params.sampling.top_k for seq in seqs]
+        top_p = [seq.params.sampling.top_p for seq in seqs]
         if any(k > 0 for k in top_k) or any(p < 1.0 for p in top_p):
             logits = self._apply_top_k_top_p(logits, top_k, top_p)
         probs = logits.softmax(dim=-1)
-        min_p = [seq.params.min_p for seq in seqs]
+        min_p = [seq.params.sampling.min_p for seq in seqs]
         if any(value > 0.0 for value in min_p):
             threshold = torch.tensor(min_p, dtype=torch.float32, device=probs.device)[:, None]
             probs.masked_fill_(probs < threshold * probs.amax(dim=-1, keepdim=True), 0.0)
         noise = torch.empty_like(probs)
-        unseeded_rows = [row for row, seq in enumerate(seqs) if seq.params.seed is None]
+        unseeded_rows = [row for row, seq in enumerate(seqs) if seq.params.sampling.seed is None]
         if len(unseeded_rows) == len(seqs):
             noise.uniform_()
         elif unseeded_rows:
@@ -195,8 +195,9 @@ class Sampler:
                 (len(unseeded_rows), probs.shape[1]), dtype=probs.dtype, device=probs.device
             ).uniform_()
         for row, seq in enumerate(seqs):
-            if seq.params.seed is not None:
-                noise[row] = self._seeded_uniform(seq, seq.params.seed, probs.shape[1], probs.dtype)
+            seed = seq.params.sampling.seed
+            if seed is not None:
+                noise[row] = self._seeded_uniform(seq, seed, probs.shape[1], probs.dtype)
         # -log(U) is Exp(1); drawn this way because uniform_ is several times faster than
         # exponential_ on CPU, and this runs over the whole vocabulary every step.
         exponential = noise.log_().neg_()

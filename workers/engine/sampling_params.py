@@ -1,23 +1,18 @@
 """Per-request sampling settings as the engine's hot path reads them: how each next token
 is chosen and when generation stops.
 
-The settings are defined, bounded and normalized once, by the request event
-(events/sampling_settings.py); `sampling_params_of` takes them from there as they are.
-The checks below only guard direct engine users (tests, benchmarks) against values the
-event would have refused, with the event's own limits.
+The settings themselves are the request event's `SamplingSettings`
+(events/sampling_settings.py), defined, bounded and normalized there and carried here as
+they are. `SamplingParams` adds only what the engine needs beside them: the thinking
+budget, the scheduling priority and owner, the prefix-cache scope and the compiled grammar.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from events import RequestAccepted
-from events.request_settings import (
-    LOGIT_BIAS_LIMIT,
-    MAX_TOP_LOGPROBS,
-    PENALTY_LIMIT,
-)
+from events import RequestAccepted, SamplingSettings
 
 if TYPE_CHECKING:
     from xgrammar import CompiledGrammar
@@ -27,30 +22,10 @@ if TYPE_CHECKING:
 GREEDY_TEMPERATURE = 1e-5
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SamplingParams:
-    # One field per SamplingSettings field, same name and meaning (tests hold them in step).
-    temperature: float = 1.0
-    top_p: float = 1.0
-    # 0 turns top-k off.
-    top_k: int = 0
-    min_p: float = 0.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    repetition_penalty: float = 1.0
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-    stop_token_ids: tuple[int, ...] = ()
-    ignore_eos: bool = False
-    skip_special_tokens: bool = True
-    spaces_between_special_tokens: bool = True
-    include_stop_str_in_output: bool = False
-    logit_bias: dict[int, float] = field(default_factory=dict)
-    # None generates until a stop condition or the context length.
-    max_output_tokens: int | None = None
-    # Number of top alternatives to report per token; None reports no logprobs at all.
-    top_logprobs: int | None = None
-    # The request's other settings the engine acts on. Tokens a think block may hold before its end marker is forced; None is unlimited,
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    # Tokens a think block may hold before its end marker is forced; None is unlimited,
     # 0 closes the block at once.
     thinking_token_budget: int | None = None
     # Lower runs first; ties go to the earlier request.
@@ -65,72 +40,81 @@ class SamplingParams:
     grammar: CompiledGrammar | None = None
 
     def __post_init__(self) -> None:
-        # Above the request limit is still well defined (a flatter distribution).
-        _require(self.temperature >= 0.0, "temperature", self.temperature)
-        _require(0.0 < self.top_p <= 1.0, "top_p", self.top_p)
-        _require(self.top_k >= 0, "top_k", self.top_k)
-        _require(0.0 <= self.min_p <= 1.0, "min_p", self.min_p)
-        for name in ("presence_penalty", "frequency_penalty"):
-            value = getattr(self, name)
-            _require(-PENALTY_LIMIT <= value <= PENALTY_LIMIT, name, value)
-        _require(self.repetition_penalty > 0.0, "repetition_penalty", self.repetition_penalty)
-        _require(all(text for text in self.stop), "stop", self.stop)
-        _require(
-            all(abs(bias) <= LOGIT_BIAS_LIMIT for bias in self.logit_bias.values()),
-            "logit_bias", self.logit_bias,
+        # The event normalizes the budget; this guards direct engine users, who pass a
+        # number of tokens (no -1 sentinel) and nothing else here checks it.
+        if self.thinking_token_budget is not None and self.thinking_token_budget < 0:
+            raise ValueError(
+                f"thinking_token_budget may not be {self.thinking_token_budget!r}: "
+                "a request could not set it"
+            )
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        thinking_token_budget: int | None = None,
+        priority: int = 0,
+        cache_salt: str | None = None,
+        owner: str | None = None,
+        grammar: CompiledGrammar | None = None,
+        **settings: Any,
+    ) -> SamplingParams:
+        """For direct engine users (tests, benchmarks): the settings by name, validated by
+        `SamplingSettings` (its ValidationError is a ValueError). A name it does not have
+        is a TypeError here, since the model itself would ignore it silently."""
+        unknown = sorted(settings.keys() - SamplingSettings.model_fields.keys())
+        if unknown:
+            raise TypeError(f"SamplingSettings has no field {', '.join(map(repr, unknown))}")
+        return cls(
+            SamplingSettings(**settings),
+            thinking_token_budget=thinking_token_budget,
+            priority=priority,
+            cache_salt=cache_salt,
+            owner=owner,
+            grammar=grammar,
         )
-        _require(self.max_output_tokens is None or self.max_output_tokens >= 1,
-                 "max_output_tokens", self.max_output_tokens)
-        _require(self.top_logprobs is None or 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS,
-                 "top_logprobs", self.top_logprobs)
-        _require(self.thinking_token_budget is None or self.thinking_token_budget >= 0,
-                 "thinking_token_budget", self.thinking_token_budget)
 
     def ends_sequence(self, token_id: int, eos_token_ids: frozenset[int]) -> bool:
         """Whether generating `token_id` ends the sequence: a stop token, or EOS unless
         ignore_eos keeps it going."""
-        return token_id in self.stop_token_ids or (
-            token_id in eos_token_ids and not self.ignore_eos
+        return token_id in self.sampling.stop_token_ids or (
+            token_id in eos_token_ids and not self.sampling.ignore_eos
         )
 
     def ending_token_ids(self, eos_token_ids: frozenset[int]) -> list[int]:
         """Every token id for which `ends_sequence` holds."""
-        ending = [] if self.ignore_eos else list(eos_token_ids)
-        return ending + [token_id for token_id in self.stop_token_ids if token_id not in ending]
+        ending = [] if self.sampling.ignore_eos else list(eos_token_ids)
+        return ending + [
+            token_id for token_id in self.sampling.stop_token_ids if token_id not in ending
+        ]
 
     @property
     def greedy(self) -> bool:
-        return self.temperature < GREEDY_TEMPERATURE
+        return self.sampling.temperature < GREEDY_TEMPERATURE
 
     @property
     def has_penalties(self) -> bool:
+        sampling = self.sampling
         return (
-            self.presence_penalty != 0.0
-            or self.frequency_penalty != 0.0
-            or self.repetition_penalty != 1.0
+            sampling.presence_penalty != 0.0
+            or sampling.frequency_penalty != 0.0
+            or sampling.repetition_penalty != 1.0
         )
-
-
-def _require(holds: bool, name: str, value: object) -> None:
-    if not holds:
-        raise ValueError(f"{name} may not be {value!r}: a request could not set it")
 
 
 def sampling_params_of(
     request: RequestAccepted, grammar: CompiledGrammar | None = None
 ) -> SamplingParams:
-    """The engine's parameters for an accepted request: its sampling settings field for
-    field, already validated and normalized by the event model, plus the request's
-    thinking budget, priority, prefix-cache scope and owner."""
+    """The engine's parameters for an accepted request: its sampling settings as the event
+    holds them, plus the request's thinking budget, priority, prefix-cache scope and owner."""
     return SamplingParams(
-        **dict(request.sampling),
+        request.sampling,
         thinking_token_budget=request.thinking_token_budget,
         priority=request.priority,
         cache_salt=prefix_cache_scope(request.owner, request.cache_salt),
         owner=request.owner,
         grammar=grammar,
     )
-
 
 
 def prefix_cache_scope(owner: str | None, cache_salt: str | None) -> str | None:
