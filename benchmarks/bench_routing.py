@@ -135,8 +135,11 @@ async def summary(nats_url: str, turns: list[tuple[int, float, dict[str, Any]]])
     cached = sum(r["usage"]["input_tokens_details"]["cached_tokens"] for _, r in later)
     total = sum(r["usage"]["input_tokens"] for _, r in later)
     ran = await workers_of(nats_url, [r["id"] for _, _, r in turns])
+    by_turn = {number: statistics.median(first for n, first, _ in turns if n == number)
+               for number in sorted({n for n, _, _ in turns})}
     return {"hit_rate": cached / total if total else 0.0,
             "ttft_p50_s": statistics.median(first for first, _ in later),
+            "ttft_p50_s_by_turn": by_turn,
             "input_tokens": total, "per_worker": dict(sorted(ran.items()))}
 
 
@@ -165,6 +168,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"without; first token p50 {routed['ttft_p50_s']:.2f} s vs {plain['ttft_p50_s']:.2f} s "
           f"({row['ttft_speedup']:.2f}x sooner); per worker routed {routed['per_worker']}, "
           f"without {plain['per_worker']}")
+    for mode, figures in (("routed", routed), ("without", plain)):
+        print(f"first token p50 by turn, {mode}: " + ", ".join(
+            f"turn {n} {s:.2f} s" for n, s in figures["ttft_p50_s_by_turn"].items()))
     return row
 
 

@@ -24,7 +24,6 @@ from cli.nats_server import EmbeddedNats
 from cli.redis_server import EmbeddedRedis
 from cli.settings import DEFAULT_KEY_FILE, DEFAULT_STORE_DIR, CliSettings
 from cli.supervisor import Supervisor
-from workers.model.host import usable_cpu_count
 from workers.settings import WorkerSettings
 
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
@@ -55,8 +54,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="compute ops (default auto: triton on CUDA; on a CPU the fused "
                        "C++ ops where they build, torch otherwise)")
     serve.add_argument("--num-threads", type=int, default=None,
-                       help="the worker's decode threads on a CPU (default: all cores but "
-                       "one, which the API and NATS use; prefill uses every core)")
+                       help="the worker's decode threads on a CPU (default: every usable "
+                       "core; prefill uses every core)")
     serve.add_argument("--dtype", default=None, choices=DTYPES,
                        help="model dtype (default auto: bfloat16 on a GPU; float32 on a CPU, "
                        "its linears computing in bfloat16 where the CPU has native bf16)")
@@ -209,13 +208,12 @@ def _wait_ready(
     return False
 
 
-def serve_worker_command(
-    args: argparse.Namespace, cpus: int, worker: WorkerSettings
-) -> list[str]:
-    """The worker `spate serve` starts. Unless told otherwise it decodes on all cores but
-    one: the API, NATS and the clients share the machine, and an OpenMP thread they
-    preempt stalls every thread of the step at its next barrier (on 2 cores, one decode
-    thread streamed about 1.6x the tokens/s of two to 1 and 8 clients; docs/performance.md)."""
+def serve_worker_command(args: argparse.Namespace) -> list[str]:
+    """The worker `spate serve` starts. Unless told otherwise (`--num-threads`, or
+    SPATE_NUM_THREADS, which the worker reads itself) it decodes on every core: the API,
+    NATS and the clients take about a tenth of a core's time per token beside it, and
+    on 2 cores two decode threads stream 1.16x the tokens/s of one to a single client and
+    the same to 8 and 32 (docs/performance.md)."""
     command = [sys.executable, "-m", "cli.main", "worker"]
     if args.model:
         command += ["--model", args.model]
@@ -229,9 +227,6 @@ def serve_worker_command(
         command += ["--metrics-port", str(args.metrics_port)]
     if args.num_threads is not None:
         command += ["--num-threads", str(args.num_threads)]
-    elif worker.num_threads is None:
-        # Unset: left to the worker, it would take every core.
-        command += ["--num-threads", str(max(1, cpus - 1))]
     return command
 
 
@@ -287,7 +282,7 @@ def run_serve(args: argparse.Namespace) -> int:
         env[KEY_FILE_ENV] = key_file
     if store is not None:
         env["SPATE_STORE_URL"] = store.url
-    worker_cmd = serve_worker_command(args, usable_cpu_count(), WorkerSettings())
+    worker_cmd = serve_worker_command(args)
     api_cmd = [sys.executable, "-m", "cli.main", "api", "--host", api.host,
                "--port", str(api.port)]
     children = Supervisor({"worker": worker_cmd, "api": api_cmd}, env)

@@ -1,4 +1,4 @@
-"""`spate serve` starts its worker with one core left to the API and NATS, with --store a
+"""`spate serve` starts its worker on every core unless told otherwise, with --store a
 redis-server for the response store, and keeps a key file for sealed reasoning."""
 
 import argparse
@@ -13,37 +13,29 @@ from cli.settings import CliSettings
 from workers.settings import WorkerSettings
 
 
-def worker_command(argv: list[str], cpus: int, num_threads: int | None = None) -> list[str]:
-    worker = WorkerSettings(num_threads=num_threads)
-    return serve_worker_command(_parser().parse_args(["serve", *argv]), cpus, worker)
+def worker_command(argv: list[str]) -> list[str]:
+    return serve_worker_command(_parser().parse_args(["serve", *argv]))
 
 
 def threads_flag(command: list[str]) -> str | None:
     return command[command.index("--num-threads") + 1] if "--num-threads" in command else None
 
 
-def test_worker_leaves_one_core_to_the_api_and_nats() -> None:
-    assert threads_flag(worker_command([], cpus=2)) == "1"
-    assert threads_flag(worker_command([], cpus=16)) == "15"
-    assert threads_flag(worker_command([], cpus=1)) == "1"
-
-
-def test_an_explicit_thread_count_wins() -> None:
-    assert threads_flag(worker_command(["--num-threads", "2"], cpus=2)) == "2"
-    # Set in the environment (SPATE_NUM_THREADS), the worker reads it itself.
-    assert threads_flag(worker_command([], cpus=2, num_threads=2)) is None
+def test_the_worker_decodes_on_every_core_unless_told() -> None:
+    assert threads_flag(worker_command([])) is None  # the worker takes every usable core
+    assert threads_flag(worker_command(["--num-threads", "1"])) == "1"
 
 
 def test_model_flags_reach_the_worker() -> None:
-    command = worker_command(["--model", "m.gguf", "--dtype", "float32", "--kernels", "torch"], 4)
+    command = worker_command(["--model", "m.gguf", "--dtype", "float32", "--kernels", "torch"])
     assert command[command.index("--model") + 1] == "m.gguf"
     assert command[command.index("--dtype") + 1] == "float32"
     assert command[command.index("--kernels") + 1] == "torch"
 
 
 def test_metrics_port_reaches_the_worker() -> None:
-    assert "--metrics-port" not in worker_command([], 2)
-    command = worker_command(["--metrics-port", "9464"], 2)
+    assert "--metrics-port" not in worker_command([])
+    command = worker_command(["--metrics-port", "9464"])
     assert command[command.index("--metrics-port") + 1] == "9464"
 
 
@@ -74,8 +66,8 @@ def test_no_redis_without_the_flag_or_with_a_store_url() -> None:
 
 def test_worker_settings_read_the_thread_count_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("SPATE_NUM_THREADS", "3")
-    assert threads_flag(serve_worker_command(_parser().parse_args(["serve"]), 8,
-                                             WorkerSettings())) is None
+    assert threads_flag(worker_command([])) is None  # the worker reads it itself
+    assert WorkerSettings().num_threads == 3
 
 
 def test_serve_settings_come_from_the_settings_classes(monkeypatch) -> None:
@@ -93,9 +85,9 @@ def test_serve_settings_come_from_the_settings_classes(monkeypatch) -> None:
 
 
 def test_weights_setting_reaches_the_worker() -> None:
-    command = worker_command(["--weights", "quantized"], cpus=2)
+    command = worker_command(["--weights", "quantized"])
     assert command[command.index("--weights") + 1] == "quantized"
-    assert "--weights" not in worker_command([], cpus=2)
+    assert "--weights" not in worker_command([])
     parsed = _parser().parse_args(["worker", "--weights", "bf16"])
     assert parsed.weights == "bf16"
 
