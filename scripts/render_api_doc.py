@@ -139,8 +139,11 @@ missing or wrong key is a 401 with the error body. On the socket:
 - `generate: false` checks and lowers the create as for a generated turn and holds its
   history under a new response id (`response.created`, `response.in_progress`,
   `response.completed` with no output and zero usage), for a later turn to chain from.
-  Nothing is published for it and no worker sees it: it is the connection's alone, not
-  stored, and the prefix cache warms at the first generated turn after it.
+  Before it answers, a worker prefills the prompt (a request of its own, under another
+  id, with one output token nobody reads and `store: false`), so the turn that builds on
+  it finds that prompt in the prefix cache, and the router sends it to that worker. The
+  response itself is the connection's alone and is not stored; a warm-up refused by the
+  replica's or the key's in-flight bound is skipped, and the answer is the same.
 - Bounds per connection: lanes generating at once (`SPATE_WS_MAX_LANES`, 16), creates
   waiting behind them (`SPATE_WS_MAX_QUEUED`, 64), both a 429 `rate_limit_exceeded`
   error event; a message, like a POST body (`SPATE_MAX_BODY_BYTES`, a 413 error event);
