@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from events import RequestAccepted
 from events.subjects import CACHE_SUBJECT_PREFIX
 from journal import Journal
-from journal.routing import CacheReport, prefix_digests
+from journal.routing import CacheReport, cache_key_digest, prefix_chain
 
 log = logging.getLogger("spate.api.router")
 
@@ -89,20 +89,19 @@ class Router:
         live = self._live(event.model)
         if not holders or len(live) < 2:
             return None  # with one worker the shared queue reaches it all the same
-        digests = prefix_digests(event)
-        sizes = [len(message.model_dump_json()) for message in event.messages]
+        chain = prefix_chain(event)
+        key = cache_key_digest(event)
         # The cache key first (the client names the prefix: the turns before this one),
-        # then the longest prefix; each with the messages it stands for.
-        ordered = [(d, len(sizes) - 1) for d in digests if d.startswith("k")] + [
-            (d, count + 1) for count, d in reversed(list(enumerate(digests)))
-            if not d.startswith("k")]
-        for digest, held_messages in ordered:
+        # then the longest prefix; each with the characters it stands for.
+        before_last = chain[-2][1] if len(chain) > 1 else 0
+        ordered = ([(key, before_last)] if key is not None else []) + chain[::-1]
+        for digest, held_chars in ordered:
             worker = holders.get(digest)
             if worker is None or worker not in live:
                 continue
             others = min(load.load for name, load in live.items() if name != worker)
             # A longer held prefix is worth more waiting: elsewhere it is prefilled again.
-            held_tokens = sum(sizes[:held_messages]) // CHARS_PER_TOKEN
+            held_tokens = held_chars // CHARS_PER_TOKEN
             allowed = self._max_skew + held_tokens // self._tokens_per_skew
             if live[worker].load - others >= allowed:
                 log.debug("%s: holder %s is busy (%d against %d, %d allowed): the shared queue",

@@ -62,10 +62,14 @@ def cache_subject(model: str, worker_id: str) -> str:
     return f"{CACHE_SUBJECT_PREFIX}.{subject_token(model)}.{subject_token(worker_id)}"
 
 
+def direct_consumer_prefix(model: str) -> str:
+    """What the name of every worker's own consumer of `model` begins with."""
+    return f"{worker_consumer(model)}-"
+
+
 def direct_consumer(model: str, worker_id: str) -> str:
-    """The durable pull consumer of `worker_id`'s own request subject (with an empty
-    `worker_id`, what every such consumer's name begins with)."""
-    return f"{worker_consumer(model)}-{subject_token(worker_id) if worker_id else ''}"
+    """The durable pull consumer of `worker_id`'s own request subject."""
+    return direct_consumer_prefix(model) + subject_token(worker_id)
 
 
 def events_subject(response_id: str) -> str:

@@ -14,7 +14,7 @@ from events.subjects import (
     EVENTS_STREAM,
     EVENTS_SUBJECT_PREFIX,
     REQUESTS_STREAM,
-    direct_consumer,
+    direct_consumer_prefix,
     direct_subject,
     events_subject,
     request_subject,
@@ -242,7 +242,7 @@ class Journal:
         holds requests of `model`, waiting or delivered and unacknowledged: a worker that
         stopped leaves them there, and only a worker that adopts its consumer runs them."""
         js = self.connection.require()
-        prefix = direct_consumer(model, "")
+        prefix = direct_consumer_prefix(model)
         orphans = []
         offset = 0
         while True:  # the server lists 256 consumers at a time

@@ -129,17 +129,34 @@ async def fall_back(
     return False
 
 
-def prefix_digests(event: RequestAccepted) -> list[str]:
-    """Digests of the request's prompt prefixes, shortest first, one per message boundary,
-    scoped like the worker's prefix cache (owner, cache_salt) and by model; then its
-    prompt_cache_key's, scoped by owner. Equal digests mean a shared prefix."""
+def prefix_chain(event: RequestAccepted) -> list[tuple[str, int]]:
+    """The request's prompt prefixes, shortest first, one per message boundary: each one's
+    digest, scoped like the worker's prefix cache (owner, cache_salt) and by model, and
+    the characters of its messages as JSON (what a router can weigh without tokenizing).
+    Equal digests mean a shared prefix."""
     scope = json.dumps([event.model, event.owner, event.cache_salt]).encode()
     chain = hashlib.sha256(scope)
-    digests = []
+    prefixes = []
+    size = 0
     for message in event.messages:
-        chain.update(message.model_dump_json().encode())
-        digests.append(chain.copy().hexdigest()[:32])
-    if event.prompt_cache_key:
-        key = json.dumps([event.model, event.owner, event.prompt_cache_key]).encode()
-        digests.append("k" + hashlib.sha256(key).hexdigest()[:31])
-    return digests
+        dumped = message.model_dump_json()
+        chain.update(dumped.encode())
+        size += len(dumped)
+        prefixes.append((chain.copy().hexdigest()[:32], size))
+    return prefixes
+
+
+def cache_key_digest(event: RequestAccepted) -> str | None:
+    """The digest of the request's prompt_cache_key, scoped by owner; None without one."""
+    if not event.prompt_cache_key:
+        return None
+    key = json.dumps([event.model, event.owner, event.prompt_cache_key]).encode()
+    return "k" + hashlib.sha256(key).hexdigest()[:31]
+
+
+def prefix_digests(event: RequestAccepted) -> list[str]:
+    """What a worker reports it holds after running `event`: its prefixes' digests
+    (`prefix_chain`), then its prompt_cache_key's."""
+    digests = [digest for digest, _ in prefix_chain(event)]
+    key = cache_key_digest(event)
+    return digests if key is None else [*digests, key]
