@@ -96,7 +96,7 @@ class JobStart:
             log.warning("could not take the lease of %s: %s", response_id, error)
             await delivery.nak(delay=1)
             return
-        if lease_seq is None:  # routed here, but not taken in time: the shared queue has it
+        if lease_seq is None:  # routed, but the shared queue (or its taker) has it already
             job_log.info("%s was handed to the shared queue before this worker took it",
                          response_id)
             await delivery.ack()
