@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -33,6 +34,20 @@ from journal import Journal
 from store.background_slots import BackgroundSlots
 from store.projector import Projector
 from store.redis_store import RedisStore
+
+log = logging.getLogger("spate.api")
+
+# Each step of a replica's shutdown (after the drain) gets this long: a dependency that
+# does not answer must not keep the process from exiting.
+SHUTDOWN_STEP_S = 5.0
+
+
+async def _shut(what: str, step: Awaitable[None]) -> None:
+    try:
+        await asyncio.wait_for(step, SHUTDOWN_STEP_S)
+    except Exception as error:  # a timeout included: exiting matters more now
+        log.warning("shutdown: %s did not close within %.0f s: %r", what, SHUTDOWN_STEP_S,
+                    error)
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
@@ -74,12 +89,12 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             yield
         finally:
             if projector is not None:
-                await projector.stop()
+                await _shut("the store's projection", projector.stop())
             if app.state.store is not None:
-                await app.state.store.close()
+                await _shut("the response store", app.state.store.close())
             if routing is not None:
                 routing.cancel()
-            await journal.close()
+            await _shut("NATS", journal.close())
 
     app = FastAPI(title="spate", version="0.1.0", lifespan=lifespan)
     app.state.drain = Drain(settings.drain_timeout_s)
