@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "ops.h"
@@ -42,6 +43,66 @@ inline void for_each_position(const T* cache, const int32_t* block_table, int64_
   }
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// Eight cached values as float32 (exact, as to_float converts them).
+template <typename T>
+inline __m256 load_m256(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm256_loadu_ps(p);
+  } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
+  } else {
+    float lanes[8];
+    for (int j = 0; j < 8; ++j) lanes[j] = to_float(p[j]);
+    return _mm256_loadu_ps(lanes);
+  }
+}
+
+// attend_one's two loops in 8-lane halves where the ISA has no 64-byte registers (GCC
+// keeps a 64-byte vector in memory there): the same lanes, products and additions, so the
+// same bits. A position's score is its 16 lanes summed by lane_sum's tree.
+template <typename T>
+inline float scores_m256(const float* query, const T* k_cache, const int32_t* block_table,
+                         int64_t block_size, int64_t token_stride, int64_t head_dim,
+                         int64_t context, float* scores) {
+  float best = -INFINITY;
+  for_each_position(k_cache, block_table, block_size, token_stride, context,
+                    [&](int64_t l, const T* key) {
+                      prefetch_row(key + kPrefetchPositions * token_stride, head_dim);
+                      __m256 low = _mm256_setzero_ps(), high = _mm256_setzero_ps();
+                      for (int64_t i = 0; i < head_dim; i += kLanes) {
+                        low = _mm256_add_ps(low, _mm256_mul_ps(_mm256_loadu_ps(query + i),
+                                                               load_m256(key + i)));
+                        high = _mm256_add_ps(high, _mm256_mul_ps(_mm256_loadu_ps(query + i + 8),
+                                                                 load_m256(key + i + 8)));
+                      }
+                      scores[l] = lane_sum_m256(low, high);
+                      best = std::max(best, scores[l]);
+                    });
+  return best;
+}
+
+// acc[d] = sum over positions of scores[l] * value[l][d] for 64 dims from d0.
+template <typename T>
+inline void weighted_values_m256(const T* values, const int32_t* block_table, int64_t block_size,
+                                 int64_t token_stride, int64_t context, const float* scores,
+                                 float* acc) {
+  __m256 sum[8];
+  for (int c = 0; c < 8; ++c) sum[c] = _mm256_setzero_ps();
+  for_each_position(values, block_table, block_size, token_stride, context,
+                    [&](int64_t l, const T* value) {
+                      prefetch_row(value + kPrefetchPositions * token_stride, 4 * kLanes);
+                      const __m256 weight = _mm256_set1_ps(scores[l]);
+                      for (int c = 0; c < 8; ++c) {
+                        sum[c] = _mm256_add_ps(sum[c], _mm256_mul_ps(weight, load_m256(value + 8 * c)));
+                      }
+                    });
+  for (int c = 0; c < 8; ++c) _mm256_storeu_ps(acc + 8 * c, sum[c]);
+}
+#define SPATE_M256_ATTENTION 1
+#endif
+
 // One query row over the first `context` cached positions of a sequence, for one KV head.
 // scores and the output accumulator are the caller's scratch.
 template <typename T>
@@ -57,6 +118,12 @@ inline void attend_one(const T* query, float scale, const T* k_cache, const T* v
   scores.resize(context);
   const int64_t token_stride = num_kv_heads * head_dim;
   float best = -INFINITY;
+#if defined(SPATE_M256_ATTENTION)
+  if (head_dim % kLanes == 0) {
+    best = scores_m256(scaled_query.data(), k_cache + kv_head * head_dim, block_table, block_size,
+                       token_stride, head_dim, context, scores.data());
+  } else
+#endif
   if (head_dim % kLanes == 0) {
     // dot()'s sums, position by position, reduced 16 positions at a time (lane_sums):
     // the same bits without a trip through memory for each.
@@ -94,6 +161,12 @@ inline void attend_one(const T* query, float scale, const T* k_cache, const T* v
   // registers across positions (through memory, each position waited on the last).
   const T* values = v_cache + kv_head * head_dim;
   int64_t d0 = 0;
+#if defined(SPATE_M256_ATTENTION)
+  for (; d0 + 4 * kLanes <= head_dim; d0 += 4 * kLanes) {
+    weighted_values_m256(values + d0, block_table, block_size, token_stride, context,
+                         scores.data(), acc.data() + d0);
+  }
+#endif
   for (; d0 + 4 * kLanes <= head_dim; d0 += 4 * kLanes) {
     f32x16 sum[4] = {};
     for_each_position(values + d0, block_table, block_size, token_stride, context,

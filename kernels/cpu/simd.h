@@ -65,6 +65,17 @@ inline float lane_sum(f32x16 v) {
   return lane_sum(lanes);
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// lane_sum of the 16 lanes held as two 8-lane halves (a: 0..7, b: 8..15), with its tree:
+// lane j + 8, then + 4, + 2, + 1.
+inline float lane_sum_m256(__m256 a, __m256 b) {
+  const __m256 eight = _mm256_add_ps(a, b);
+  const __m128 four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
+  const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+  return _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, 1)));
+}
+#endif
+
 constexpr int kMaxTileSums = 16;  // sums reduced at once (a quantized tile: 8 rows by 2)
 
 // Lane k of add_halves<w>(a, b): the two vectors hold partial sums of 2w lanes each (a's,
@@ -106,6 +117,16 @@ inline int halve(f32x16* v, int count) {
 // additions and 30 shuffles, not 16 trips through memory and 240 scalar additions. The
 // same additions of the same values: the same bits.
 inline void lane_sums(const f32x16* acc, int n, float* sums) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  // GCC shuffles 64-byte vectors through memory where the ISA has no 64-byte registers:
+  // there each sum takes the same tree in two 8-lane halves.
+  for (int i = 0; i < n; ++i) {
+    __m256 halves[2];
+    std::memcpy(halves, &acc[i], sizeof halves);
+    sums[i] = lane_sum_m256(halves[0], halves[1]);
+  }
+  return;
+#endif
   f32x16 v[kMaxTileSums];
   int count = 2;  // n rounded up to a power of two, zero vectors after the last
   while (count < n) count *= 2;
