@@ -19,8 +19,8 @@ from kernels import cpu_ops
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Test-only sources, built by the tests into libraries of their own.
 PROBES = Path(__file__).resolve().parent / "cpu"
-# What the quantized linear is built from.
-AVX2_SOURCES = ("quantized_linear.cpp", "chunk_pool.cpp")
+# What the quantized linear and decode attention are built from.
+ISA_CHECK_SOURCES = ("quantized_linear.cpp", "paged_decode_attention.cpp", "chunk_pool.cpp")
 
 pytestmark = pytest.mark.skipif(
     not cpu_ops.available(), reason="the fused CPU ops did not build on this machine"
@@ -251,22 +251,35 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-@pytest.mark.skipif(
-    platform.machine() != "x86_64" or not {"avx512f", "avx2", "fma"} <= _cpu_flags(),
-    reason="needs an x86 CPU with AVX-512 to compare against an AVX2 build",
-)
-def test_quantized_linear_gives_the_same_bits_built_for_avx2() -> None:
-    """Workers on different CPUs resume each other's responses: the op's bits must not
-    depend on the vector width it was compiled for (16 fixed lanes, one rounding per
-    fused multiply-add). The same source built for AVX2 + FMA must agree bit for bit."""
-    registration = PROBES / "avx2_check.cpp"
-    sources = [registration, *(cpu_ops.SOURCE_DIR / name for name in AVX2_SOURCES)]
+def _other_isa() -> str | None:
+    """An x86 target whose vector code differs from this CPU's: AVX2 + FMA under AVX-512
+    (two 8-lane halves where the native build has one 16-lane register), the baseline
+    x86-64 (SSE2, plain vectors and std::fma) under AVX2."""
+    if platform.machine() != "x86_64":
+        return None
+    flags = _cpu_flags()
+    if {"avx512f", "avx2", "fma"} <= flags:
+        return "x86-64-v3"
+    if {"avx2", "fma"} <= flags:
+        return "x86-64"
+    return None
+
+
+@pytest.mark.skipif(_other_isa() is None, reason="needs an x86 CPU with AVX2 or AVX-512")
+def test_the_ops_give_the_same_bits_built_for_another_isa(make_paged_batch) -> None:
+    """Workers on different CPUs resume each other's responses: the ops' bits must not
+    depend on the vector width they were compiled for (16 fixed lanes, one rounding per
+    fused multiply-add, lane_sum's tree). The same sources built for another ISA must
+    agree bit for bit: the quantized linear and decode attention, the ops with code of
+    their own for AVX-512 and for AVX2."""
+    registration = PROBES / "isa_check.cpp"
+    sources = [registration, *(cpu_ops.SOURCE_DIR / name for name in ISA_CHECK_SOURCES)]
     flags = [flag for flag in cpu_ops.CFLAGS if not flag.startswith("-march")]
     cpu_ops.build_library(
-        "spate_avx2_check", sources, [registration, *cpu_ops.library_files()],
-        cflags=[*flags, "-march=x86-64-v3"],
+        "spate_isa_check", sources, [registration, *cpu_ops.library_files()],
+        cflags=[*flags, f"-march={_other_isa()}"],
     )
-    native, avx2 = cpu_ops.quantized_linear, torch.ops.spate_avx2_check.quantized_linear
+    other = torch.ops.spate_isa_check
     generator = torch.Generator().manual_seed(0)
     for bits, rows, columns in ((4, 960, 576), (8, 576, 1536)):
         codes = torch.randint(0, 256, (rows, columns * bits // 8), generator=generator,
@@ -276,7 +289,16 @@ def test_quantized_linear_gives_the_same_bits_built_for_avx2() -> None:
         scales = torch.rand(rows, columns // 32, generator=generator) * 0.01
         mins = (torch.rand(rows, columns // 32, generator=generator) - 0.5) * 0.1
         for offset, with_mins in ((0, True), (8, False)) if bits == 4 else ((0, False),):
-            for batch in (1, 3, 8, 33):
+            for batch in (1, 2, 3, 5, 8, 33):
                 x = torch.randn(batch, columns, generator=generator)
                 args = (x, codes, scales, mins if with_mins else None, bits, offset)
-                assert torch.equal(native(*args), avx2(*args)), (bits, offset, batch)
+                assert torch.equal(cpu_ops.quantized_linear(*args), other.quantized_linear(*args)), (
+                    bits, offset, batch)
+    for dtype in DTYPES:
+        for head_dim in (64, 80, 32):
+            paged = make_paged_batch([1, 17, 0, 90, 33], block_size=16, num_kv_heads=3,
+                                     head_dim=head_dim, dtype=dtype)
+            q = randn(5, 9, head_dim, seed=8, dtype=dtype)
+            args = (q, paged.k_cache, paged.v_cache, paged.block_tables, paged.context_lens, 0.125)
+            assert torch.equal(cpu_ops.paged_decode_attention(*args),
+                               other.paged_decode_attention(*args)), (dtype, head_dim)
