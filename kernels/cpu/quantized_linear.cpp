@@ -65,6 +65,36 @@ inline void decode_group(const uint8_t* codes, int32_t offset, const float* scal
   }
 }
 
+// The next tiles' weight rows follow this tile's in memory: fetch them while this one
+// computes, spread over its groups (the hardware prefetcher loses track of this many
+// short interleaved streams).
+template <int kBits, int kCols>
+class NextTiles {
+ public:
+  NextTiles(const uint8_t* codes, int64_t row_bytes, const float* scales, const float* mins,
+            int64_t groups)
+      : codes_(reinterpret_cast<const char*>(codes) + kPrefetchTiles * kCols * row_bytes),
+        scales_(reinterpret_cast<const char*>(scales + kPrefetchTiles * kCols * groups)),
+        mins_(mins == nullptr
+                  ? nullptr
+                  : reinterpret_cast<const char*>(mins + kPrefetchTiles * kCols * groups)) {}
+
+  // What the next tiles hold of group g.
+  void fetch(int64_t g) const {
+    constexpr int64_t group_bytes = kGroup * kBits / 8;
+    for (int64_t line = 0; line < kCols * group_bytes; line += 64) {
+      __builtin_prefetch(codes_ + g * kCols * group_bytes + line);
+    }
+    __builtin_prefetch(scales_ + g * kCols * sizeof(float));
+    if (mins_ != nullptr) __builtin_prefetch(mins_ + g * kCols * sizeof(float));
+  }
+
+ private:
+  const char* codes_;
+  const char* scales_;
+  const char* mins_;
+};
+
 // sums[r * kCols + c] = <weight row c, x row r> for kRows rows of x and kCols weight rows
 // (a tile of independent sums, so that no one chain of multiply-adds sets the pace).
 template <int kBits, int kRows, int kCols>
@@ -76,20 +106,9 @@ inline void tile_dots(const uint8_t* codes, int64_t row_bytes, const float* scal
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < kCols; ++c) acc[r][c] = f32x16{};
   }
-  // The next tiles' weight rows follow this tile's in memory: fetch them while this one
-  // computes, spread over its groups (the hardware prefetcher loses track of this many
-  // short interleaved streams).
-  const int64_t tile_bytes = kCols * row_bytes;
-  const char* next_codes = reinterpret_cast<const char*>(codes) + kPrefetchTiles * tile_bytes;
-  const char* next_scales = reinterpret_cast<const char*>(scales + kPrefetchTiles * kCols * groups);
-  const char* next_mins =
-      mins == nullptr ? nullptr : reinterpret_cast<const char*>(mins + kPrefetchTiles * kCols * groups);
+  const NextTiles<kBits, kCols> next(codes, row_bytes, scales, mins, groups);
   for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t line = 0; line < kCols * group_bytes; line += 64) {
-      __builtin_prefetch(next_codes + g * kCols * group_bytes + line);
-    }
-    __builtin_prefetch(next_scales + g * kCols * sizeof(float));
-    if (next_mins != nullptr) __builtin_prefetch(next_mins + g * kCols * sizeof(float));
+    next.fetch(g);
     f32x16 lo[kCols], hi[kCols];
     for (int c = 0; c < kCols; ++c) {
       decode_group<kBits>(codes + c * row_bytes + g * group_bytes, offset,
@@ -156,17 +175,9 @@ inline void tile_dots_avx2(const uint8_t* codes, int64_t row_bytes, const float*
     for (int c = 0; c < kCols; ++c) acc[r][c][0] = acc[r][c][1] = _mm256_setzero_ps();
   }
   const __m256i offset_v = _mm256_set1_epi32(offset);
-  const int64_t tile_bytes = kCols * row_bytes;
-  const char* next_codes = reinterpret_cast<const char*>(codes) + kPrefetchTiles * tile_bytes;
-  const char* next_scales = reinterpret_cast<const char*>(scales + kPrefetchTiles * kCols * groups);
-  const char* next_mins =
-      mins == nullptr ? nullptr : reinterpret_cast<const char*>(mins + kPrefetchTiles * kCols * groups);
+  const NextTiles<kBits, kCols> next(codes, row_bytes, scales, mins, groups);
   for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t line = 0; line < kCols * group_bytes; line += 64) {
-      __builtin_prefetch(next_codes + g * kCols * group_bytes + line);
-    }
-    __builtin_prefetch(next_scales + g * kCols * sizeof(float));
-    if (next_mins != nullptr) __builtin_prefetch(next_mins + g * kCols * sizeof(float));
+    next.fetch(g);
     for (int c = 0; c < kCols; ++c) {
       __m256 w[4];
       decode_group_avx2<kBits>(codes + c * row_bytes + g * group_bytes, offset_v,

@@ -125,8 +125,7 @@ inline void lane_sums(const f32x16* acc, int n, float* sums) {
     std::memcpy(halves, &acc[i], sizeof halves);
     sums[i] = lane_sum_m256(halves[0], halves[1]);
   }
-  return;
-#endif
+#else
   f32x16 v[kMaxTileSums];
   int count = 2;  // n rounded up to a power of two, zero vectors after the last
   while (count < n) count *= 2;
@@ -139,6 +138,7 @@ inline void lane_sums(const f32x16* acc, int n, float* sums) {
   float lanes[kLanes];
   std::memcpy(lanes, &total, sizeof lanes);
   for (int i = 0; i < n; ++i) sums[i] = lanes[i];
+#endif
 }
 
 // sum_i a[i] * b[i] over fixed lanes: the same order for any n, batch or thread. Lane j
