@@ -124,9 +124,11 @@ def one_stream(
 ) -> tuple[int, float, float]:
     """(tokens, seconds to the first delta, seconds from the first delta to the end). Tokens
     are the final Response's `usage.output_tokens` (a delta may carry several tokens: a
-    speculative step's, or a server's coalesced ones), else the deltas counted. The client
-    is made beforehand: making one (its TLS context) takes tens of milliseconds, which are
-    not the server's."""
+    speculative step's, or a server's coalesced ones), else the deltas counted. The final
+    Response comes in whichever event ends the stream: `response.incomplete` where the
+    stream stopped at `max_output_tokens`, as every stream here does. The client is made
+    beforehand: making one (its TLS context) takes tens of milliseconds, which are not the
+    server's."""
     body = stream_body(index, tokens)
     started = time.perf_counter()
     first = None
@@ -142,7 +144,7 @@ def one_stream(
                 deltas += 1
                 if first is None:
                     first = time.perf_counter()
-            elif '"response.completed"' in line:
+            elif '"response.completed"' in line or '"response.incomplete"' in line:
                 usage = json.loads(line[5:]).get("response", {}).get("usage") or {}
                 used = usage.get("output_tokens")
     if first is None:
@@ -227,6 +229,8 @@ def measure(
     for client in clients:
         client.close()
     delivered = sum(deltas for deltas, _, _ in results)
+    if delivered != streams * tokens:  # ignore_eos: each stream makes exactly `tokens`
+        raise RuntimeError(f"{streams} streams of {tokens} tokens delivered {delivered}")
     if server_pid is not None and cpu is not None:
         after = cpu_seconds(server_pid)
         after["client"] = client_cpu_seconds() - client_before
