@@ -7,7 +7,7 @@ import logging
 
 from fastapi import APIRouter, WebSocket
 
-from api.deps import get_owner, require_api_key
+from api.deps import check_api_key, owner_of
 from api.errors import APIError
 from api.socket_session import SocketSession
 
@@ -21,14 +21,14 @@ CLOSE_POLICY_VIOLATION = 1008
 @router.websocket("/v1/responses")
 async def responses_socket(socket: WebSocket) -> None:
     try:
-        require_api_key(socket)
+        check_api_key(socket)
         if socket.app.state.drain.draining:
             raise socket.app.state.drain.refusal()
     except APIError as error:
         await refuse(socket, error)
         return
     await socket.accept()
-    await SocketSession(socket, get_owner(socket)).run()
+    await SocketSession(socket, owner_of(socket)).run()
 
 
 async def refuse(socket: WebSocket, error: APIError) -> None:
