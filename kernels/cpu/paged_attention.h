@@ -18,10 +18,6 @@ inline void accumulate(float* __restrict acc, float weight, const T* __restrict 
   for (int64_t d = 0; d < n; ++d) acc[d] += weight * to_float(value[d]);
 }
 
-// A cached key or value a few positions ahead (past a block's end it is only a hint):
-// each position's row sits a whole token stride after the last.
-constexpr int64_t kPrefetchPositions = 4;
-
 template <typename T>
 inline void prefetch_row(const T* row, int64_t n) {
   const char* bytes = reinterpret_cast<const char*>(row);
@@ -30,16 +26,25 @@ inline void prefetch_row(const T* row, int64_t n) {
   }
 }
 
-// visit(l, row) for positions l < context in order, row pointing at position l's cached
-// row (`cache` offset to the head and dims wanted): a cache block at a time, with no
-// division per position.
+// visit(l, row, ahead) for positions l < context in order, row pointing at position l's
+// cached row (`cache` offset to the head and dims wanted) and ahead at the row a block
+// later in the sequence (the one to fetch now: a decode step's cache is mostly not in
+// any cache level, and a fixed few positions ahead was too late by half; in the last
+// block, row itself). A cache block at a time, with no division per position.
 template <typename T, typename Visit>
 inline void for_each_position(const T* cache, const int32_t* block_table, int64_t block_size,
                               int64_t token_stride, int64_t context, Visit&& visit) {
-  for (int64_t first = 0; first < context; first += block_size) {
-    const T* block = cache + block_table[first / block_size] * block_size * token_stride;
+  const int64_t blocks = (context + block_size - 1) / block_size;
+  const int64_t block_stride = block_size * token_stride;
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int64_t first = i * block_size;
+    const T* block = cache + block_table[i] * block_stride;
+    const T* next = i + 1 < blocks ? cache + block_table[i + 1] * block_stride : block;
     const int64_t last = std::min(context, first + block_size);
-    for (int64_t l = first; l < last; ++l) visit(l, block + (l - first) * token_stride);
+    for (int64_t l = first; l < last; ++l) {
+      const int64_t at = (l - first) * token_stride;
+      visit(l, block + at, next + at);
+    }
   }
 }
 
@@ -68,8 +73,8 @@ inline float scores_m256(const float* query, const T* k_cache, const int32_t* bl
                          int64_t context, float* scores) {
   float best = -INFINITY;
   for_each_position(k_cache, block_table, block_size, token_stride, context,
-                    [&](int64_t l, const T* key) {
-                      prefetch_row(key + kPrefetchPositions * token_stride, head_dim);
+                    [&](int64_t l, const T* key, const T* ahead) {
+                      prefetch_row(ahead, head_dim);
                       __m256 low = _mm256_setzero_ps(), high = _mm256_setzero_ps();
                       for (int64_t i = 0; i < head_dim; i += kLanes) {
                         low = _mm256_add_ps(low, _mm256_mul_ps(_mm256_loadu_ps(query + i),
@@ -91,8 +96,8 @@ inline void weighted_values_m256(const T* values, const int32_t* block_table, in
   __m256 sum[8];
   for (int c = 0; c < 8; ++c) sum[c] = _mm256_setzero_ps();
   for_each_position(values, block_table, block_size, token_stride, context,
-                    [&](int64_t l, const T* value) {
-                      prefetch_row(value + kPrefetchPositions * token_stride, 4 * kLanes);
+                    [&](int64_t l, const T* value, const T* ahead) {
+                      prefetch_row(ahead, 4 * kLanes);
                       const __m256 weight = _mm256_set1_ps(scores[l]);
                       for (int c = 0; c < 8; ++c) {
                         sum[c] = _mm256_add_ps(sum[c], _mm256_mul_ps(weight, load_m256(value + 8 * c)));
@@ -137,8 +142,8 @@ inline void attend_one(const T* query, float scale, const T* k_cache, const T* v
       count = 0;
     };
     for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride,
-                      context, [&](int64_t, const T* key) {
-                        prefetch_row(key + kPrefetchPositions * token_stride, head_dim);
+                      context, [&](int64_t, const T* key, const T* ahead) {
+                        prefetch_row(ahead, head_dim);
                         f32x16 sum{};
                         for (int64_t i = 0; i < head_dim; i += kLanes) {
                           sum = sum + load_f32x16(scaled_query.data() + i) * load_as_f32x16(key + i);
@@ -149,8 +154,8 @@ inline void attend_one(const T* query, float scale, const T* k_cache, const T* v
     if (count > 0) reduce();
   } else {
     for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride,
-                      context, [&](int64_t l, const T* key) {
-                        prefetch_row(key + kPrefetchPositions * token_stride, head_dim);
+                      context, [&](int64_t l, const T* key, const T* ahead) {
+                        prefetch_row(ahead, head_dim);
                         scores[l] = dot(scaled_query.data(), key, head_dim);
                         best = std::max(best, scores[l]);
                       });
@@ -170,8 +175,8 @@ inline void attend_one(const T* query, float scale, const T* k_cache, const T* v
   for (; d0 + 4 * kLanes <= head_dim; d0 += 4 * kLanes) {
     f32x16 sum[4] = {};
     for_each_position(values + d0, block_table, block_size, token_stride, context,
-                      [&](int64_t l, const T* value) {
-                        prefetch_row(value + kPrefetchPositions * token_stride, 4 * kLanes);
+                      [&](int64_t l, const T* value, const T* ahead) {
+                        prefetch_row(ahead, 4 * kLanes);
                         for (int c = 0; c < 4; ++c) {
                           sum[c] = sum[c] + scores[l] * load_as_f32x16(value + c * kLanes);
                         }
@@ -181,11 +186,171 @@ inline void attend_one(const T* query, float scale, const T* k_cache, const T* v
   if (d0 < head_dim) {  // head dims that are not a multiple of 64
     std::fill(acc.begin() + d0, acc.begin() + head_dim, 0.0f);
     for_each_position(values + d0, block_table, block_size, token_stride, context,
-                      [&](int64_t l, const T* value) {
+                      [&](int64_t l, const T* value, const T*) {
                         accumulate(acc.data() + d0, scores[l], value, head_dim - d0);
                       });
   }
   for (int64_t d = 0; d < head_dim; ++d) out[d] = from_float<T>(acc[d] / total);
+}
+
+// The query heads of one KV head that attend together (attend_heads), at most.
+constexpr int kMaxGroup = 4;
+
+// attend_one for G query heads that share KV head `kv_head` (queries and out: G rows of
+// head_dim, one after another): one pass over the cached keys and one over the values
+// serve every head. Each head's scores, weights, sums and their order are attend_one's,
+// so each head gets attend_one's bits; the cache rows are read once, not once per head.
+// For head dims a multiple of 64 and a context of at least one position.
+template <typename T, int G>
+inline void attend_group(const T* queries, float scale, const T* k_cache, const T* v_cache,
+                         const int32_t* block_table, int64_t block_size, int64_t num_kv_heads,
+                         int64_t kv_head, int64_t head_dim, int64_t context,
+                         std::vector<float>& scores, std::vector<float>& scaled_query,
+                         std::vector<float>& acc, T* out) {
+  scaled_query.resize(G * head_dim);
+  scores.resize(G * context);
+  acc.resize(G * head_dim);
+  for (int64_t d = 0; d < G * head_dim; ++d) scaled_query[d] = to_float(queries[d]) * scale;
+  const float* sq = scaled_query.data();
+  float* sc = scores.data();
+  const int64_t token_stride = num_kv_heads * head_dim;
+  float best[G];
+  for (int h = 0; h < G; ++h) best[h] = -INFINITY;
+#if defined(SPATE_M256_ATTENTION)
+  for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride, context,
+                    [&](int64_t l, const T* key, const T* ahead) {
+                      prefetch_row(ahead, head_dim);
+                      __m256 low[G], high[G];
+                      for (int h = 0; h < G; ++h) low[h] = high[h] = _mm256_setzero_ps();
+                      for (int64_t i = 0; i < head_dim; i += kLanes) {
+                        const __m256 k_low = load_m256(key + i), k_high = load_m256(key + i + 8);
+                        for (int h = 0; h < G; ++h) {
+                          const float* q = sq + h * head_dim + i;
+                          low[h] = _mm256_add_ps(low[h], _mm256_mul_ps(_mm256_loadu_ps(q), k_low));
+                          high[h] = _mm256_add_ps(high[h], _mm256_mul_ps(_mm256_loadu_ps(q + 8), k_high));
+                        }
+                      }
+                      for (int h = 0; h < G; ++h) {
+                        sc[h * context + l] = lane_sum_m256(low[h], high[h]);
+                        best[h] = std::max(best[h], sc[h * context + l]);
+                      }
+                    });
+#else
+  f32x16 pending[G][kMaxTileSums];
+  int count = 0;
+  int64_t first = 0;
+  const auto reduce = [&] {
+    for (int h = 0; h < G; ++h) {
+      lane_sums(pending[h], count, sc + h * context + first);
+      for (int i = 0; i < count; ++i) best[h] = std::max(best[h], sc[h * context + first + i]);
+    }
+    first += count;
+    count = 0;
+  };
+  for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride, context,
+                    [&](int64_t, const T* key, const T* ahead) {
+                      prefetch_row(ahead, head_dim);
+                      f32x16 sum[G];
+                      for (int h = 0; h < G; ++h) sum[h] = f32x16{};
+                      for (int64_t i = 0; i < head_dim; i += kLanes) {
+                        const f32x16 k = load_as_f32x16(key + i);
+                        for (int h = 0; h < G; ++h) {
+                          sum[h] = sum[h] + load_f32x16(sq + h * head_dim + i) * k;
+                        }
+                      }
+                      for (int h = 0; h < G; ++h) pending[h][count] = sum[h];
+                      if (++count == kMaxTileSums) reduce();
+                    });
+  if (count > 0) reduce();
+#endif
+  float total[G];
+  for (int h = 0; h < G; ++h) {
+    exp_in_place(sc + h * context, best[h], context);
+    total[h] = fixed_sum(sc + h * context, context);
+  }
+  const T* values = v_cache + kv_head * head_dim;
+#if defined(SPATE_M256_ATTENTION)
+  // 8-lane registers: as many dims at a time as G heads' sums leave registers for.
+  constexpr int kChunks = G <= 3 ? 4 : 2;
+  for (int64_t d0 = 0; d0 < head_dim; d0 += 8 * kChunks) {
+    __m256 sum[G][kChunks];
+    for (int h = 0; h < G; ++h) {
+      for (int c = 0; c < kChunks; ++c) sum[h][c] = _mm256_setzero_ps();
+    }
+    for_each_position(values + d0, block_table, block_size, token_stride, context,
+                      [&](int64_t l, const T* value, const T* ahead) {
+                        prefetch_row(ahead, 8 * kChunks);
+                        __m256 v[kChunks];
+                        for (int c = 0; c < kChunks; ++c) v[c] = load_m256(value + 8 * c);
+                        for (int h = 0; h < G; ++h) {
+                          const __m256 weight = _mm256_set1_ps(sc[h * context + l]);
+                          for (int c = 0; c < kChunks; ++c) {
+                            sum[h][c] = _mm256_add_ps(sum[h][c], _mm256_mul_ps(weight, v[c]));
+                          }
+                        }
+                      });
+    for (int h = 0; h < G; ++h) {
+      for (int c = 0; c < kChunks; ++c) _mm256_storeu_ps(acc.data() + h * head_dim + d0 + 8 * c, sum[h][c]);
+    }
+  }
+#else
+  for (int64_t d0 = 0; d0 < head_dim; d0 += 4 * kLanes) {
+    f32x16 sum[G][4];
+    for (int h = 0; h < G; ++h) {
+      for (int c = 0; c < 4; ++c) sum[h][c] = f32x16{};
+    }
+    for_each_position(values + d0, block_table, block_size, token_stride, context,
+                      [&](int64_t l, const T* value, const T* ahead) {
+                        prefetch_row(ahead, 4 * kLanes);
+                        f32x16 v[4];
+                        for (int c = 0; c < 4; ++c) v[c] = load_as_f32x16(value + c * kLanes);
+                        for (int h = 0; h < G; ++h) {
+                          const float weight = sc[h * context + l];
+                          for (int c = 0; c < 4; ++c) sum[h][c] = sum[h][c] + weight * v[c];
+                        }
+                      });
+    for (int h = 0; h < G; ++h) std::memcpy(acc.data() + h * head_dim + d0, sum[h], sizeof sum[h]);
+  }
+#endif
+  for (int h = 0; h < G; ++h) {
+    for (int64_t d = 0; d < head_dim; ++d) {
+      out[h * head_dim + d] = from_float<T>(acc[h * head_dim + d] / total[h]);
+    }
+  }
+}
+
+// `heads` query heads that share KV head `kv_head` (queries and out: `heads` rows of
+// head_dim), each with attend_one's bits: in one pass where attend_group applies, else one
+// head at a time.
+template <typename T>
+inline void attend_heads(const T* queries, int64_t heads, float scale, const T* k_cache,
+                         const T* v_cache, const int32_t* block_table, int64_t block_size,
+                         int64_t num_kv_heads, int64_t kv_head, int64_t head_dim, int64_t context,
+                         std::vector<float>& scores, std::vector<float>& scaled_query,
+                         std::vector<float>& acc, T* out) {
+  if (context > 0 && head_dim % (4 * kLanes) == 0 && heads >= 1 && heads <= kMaxGroup) {
+#define SPATE_GROUP(G)                                                                          \
+  if (heads == G) {                                                                             \
+    attend_group<T, G>(queries, scale, k_cache, v_cache, block_table, block_size, num_kv_heads, \
+                       kv_head, head_dim, context, scores, scaled_query, acc, out);             \
+    return;                                                                                     \
+  }
+    SPATE_GROUP(1) SPATE_GROUP(2) SPATE_GROUP(3) SPATE_GROUP(4)
+#undef SPATE_GROUP
+  }
+  scaled_query.resize(head_dim);
+  acc.resize(head_dim);
+  for (int64_t h = 0; h < heads; ++h) {
+    attend_one(queries + h * head_dim, scale, k_cache, v_cache, block_table, block_size,
+               num_kv_heads, kv_head, head_dim, context, scores, scaled_query, acc,
+               out + h * head_dim);
+  }
+}
+
+// How many query heads of a KV head one task takes: the whole group where there are
+// tasks enough for every thread, else one (a step of one sequence has few KV heads).
+inline int64_t heads_per_task(int64_t rows, int64_t num_kv_heads, int64_t group) {
+  return rows * num_kv_heads >= 2 * at::get_num_threads() ? group : 1;
 }
 
 // The blocks a sequence's first `context` positions sit in must exist in the cache.

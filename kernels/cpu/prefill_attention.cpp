@@ -51,15 +51,15 @@ at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k_cache,
     const scalar_t* values = v_cache.data_ptr<scalar_t>();
     const int32_t* tables = block_tables.data_ptr<int32_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
-    dealt_parallel_for(0, tokens * num_heads, 4, [&](int64_t begin, int64_t end) {
+    const int64_t heads = heads_per_task(tokens, num_kv_heads, group);
+    dealt_parallel_for(0, tokens * num_heads / heads, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<float> scores, scaled_query, acc;
-      scaled_query.resize(head_dim);
-      acc.resize(head_dim);
       for (int64_t task = begin; task < end; ++task) {
-        const int64_t t = task / num_heads, head = task % num_heads;
-        attend_one(queries + task * head_dim, static_cast<float>(scale), keys, values,
-                   tables + row_seq[t] * table_width, block_size, num_kv_heads, head / group,
-                   head_dim, row_context[t], scores, scaled_query, acc, o + task * head_dim);
+        const int64_t row = task * heads;  // the task's first (token, head) pair
+        const int64_t t = row / num_heads, head = row % num_heads;
+        attend_heads(queries + row * head_dim, heads, static_cast<float>(scale), keys, values,
+                     tables + row_seq[t] * table_width, block_size, num_kv_heads, head / group,
+                     head_dim, row_context[t], scores, scaled_query, acc, o + row * head_dim);
       }
     });
   });

@@ -154,6 +154,49 @@ def test_a_row_has_the_same_bits_alone_in_a_batch_and_on_any_thread_count(
             assert torch.equal(got[0], expected[row]), row
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("group", [1, 2, 3, 4, 6])
+@pytest.mark.parametrize("head_dim", [64, 128, 80])
+def test_query_heads_read_together_get_the_bits_each_gets_alone(
+    dtype, group, head_dim, make_paged_batch
+):
+    """A batch's query heads that share a KV head attend in one pass over its cache (up to
+    four; more, and head dims not a multiple of 64, one head at a time); a sequence alone
+    in a step attends one head at a time. Both give a head the same bits, in decode and in
+    prefill. On two threads, where the batch reads heads together and a row alone does not
+    (the ops give a step of few sequences one head a task, so every thread has work)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _check_heads_read_together(dtype, group, head_dim, make_paged_batch)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _check_heads_read_together(dtype, group, head_dim, make_paged_batch) -> None:
+    lengths = [1, 17, 40, 90, 33, 16]
+    batch = make_paged_batch(lengths, block_size=16, num_kv_heads=2, head_dim=head_dim,
+                             dtype=dtype)
+    q = randn(len(lengths), 2 * group, head_dim, seed=21, dtype=dtype)
+    together = cpu_ops.paged_decode_attention(
+        q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, 0.125)
+    for row in range(len(lengths)):
+        alone = cpu_ops.paged_decode_attention(
+            q[row : row + 1], batch.k_cache, batch.v_cache, batch.block_tables[row : row + 1],
+            batch.context_lens[row : row + 1], 0.125)
+        assert torch.equal(alone[0], together[row]), row
+    # The last 8 positions of the 90-token sequence, prefilled: 8 rows read together.
+    new = randn(8, 2 * group, head_dim, seed=22, dtype=dtype)
+    prefilled = cpu_ops.prefill_attention(
+        new, batch.k_cache, batch.v_cache, batch.block_tables[3:4],
+        torch.tensor([0, 8], dtype=torch.int32), batch.context_lens[3:4], 0.125)
+    for index in range(8):
+        step = cpu_ops.paged_decode_attention(
+            new[index : index + 1], batch.k_cache, batch.v_cache, batch.block_tables[3:4],
+            torch.tensor([90 - 8 + index + 1], dtype=torch.int32), 0.125)
+        assert torch.equal(step[0], prefilled[index]), index
+
+
 def test_bad_inputs_are_refused_with_a_message(make_paged_batch):
     batch = make_paged_batch([4], block_size=16, num_kv_heads=3, head_dim=64,
                              dtype=torch.float32)
@@ -300,5 +343,10 @@ def test_the_ops_give_the_same_bits_built_for_another_isa(make_paged_batch) -> N
                                      head_dim=head_dim, dtype=dtype)
             q = randn(5, 9, head_dim, seed=8, dtype=dtype)
             args = (q, paged.k_cache, paged.v_cache, paged.block_tables, paged.context_lens, 0.125)
-            assert torch.equal(cpu_ops.paged_decode_attention(*args),
-                               other.paged_decode_attention(*args)), (dtype, head_dim)
+            together = cpu_ops.paged_decode_attention(*args)
+            assert torch.equal(together, other.paged_decode_attention(*args)), (dtype, head_dim)
+            for row in range(5):  # alone, a row's heads attend one at a time
+                alone = other.paged_decode_attention(
+                    q[row : row + 1], paged.k_cache, paged.v_cache,
+                    paged.block_tables[row : row + 1], paged.context_lens[row : row + 1], 0.125)
+                assert torch.equal(alone[0], together[row]), (dtype, head_dim, row)
