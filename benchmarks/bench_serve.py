@@ -292,7 +292,10 @@ def main(argv: list[str] | None = None) -> Results:
             process = start(server, port)
             try:
                 with httpx.Client() as client:
-                    one_stream(client, port, 0, 8)  # warm up
+                    # Warm up with a stream of the measured length: what a first long
+                    # stream meets once (its cache blocks' first touch, allocations of
+                    # its sizes) lands in no measured run, for either server.
+                    one_stream(client, port, 0, args.tokens)
                 for streams in args.streams:
                     results.setdefault((server.name, streams), []).append(
                         measure(port, streams, args.tokens, process.pid,
