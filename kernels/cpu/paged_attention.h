@@ -28,9 +28,10 @@ inline void prefetch_row(const T* row, int64_t n) {
 
 // visit(l, row, ahead) for positions l < context in order, row pointing at position l's
 // cached row (`cache` offset to the head and dims wanted) and ahead at the row a block
-// later in the sequence (the one to fetch now: a decode step's cache is mostly not in
-// any cache level, and a fixed few positions ahead was too late by half; in the last
-// block, row itself). A cache block at a time, with no division per position.
+// later in the sequence (the one to fetch now: a decode step's cache is mostly in no
+// cache level, and a fixed four positions ahead came late and, past a block's end,
+// pointed into some other sequence's block; in the last block, row itself). A cache
+// block at a time, with no division per position.
 template <typename T, typename Visit>
 inline void for_each_position(const T* cache, const int32_t* block_table, int64_t block_size,
                               int64_t token_stride, int64_t context, Visit&& visit) {
@@ -193,7 +194,7 @@ inline void attend_one(const T* query, float scale, const T* k_cache, const T* v
   for (int64_t d = 0; d < head_dim; ++d) out[d] = from_float<T>(acc[d] / total);
 }
 
-// The query heads of one KV head that attend together (attend_heads), at most.
+// The most query heads of one KV head that attend together (attend_heads).
 constexpr int kMaxGroup = 4;
 
 // attend_one for G query heads that share KV head `kv_head` (queries and out: G rows of
