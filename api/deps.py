@@ -1,7 +1,7 @@
 """Typed dependencies: handlers get the lifespan's objects through these, never globals.
 
 Every dependency is `async def` though none awaits anything: FastAPI runs a plain `def`
-dependency on a worker thread, and the nine a create resolves cost it two milliseconds of
+dependency on a worker thread, and the nine a create resolves cost it about a millisecond of
 thread hops before its first line (its first token, at one stream)."""
 
 from __future__ import annotations
