@@ -17,9 +17,7 @@ whose contexts add up to more than --max-positions are skipped).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -28,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import kernels  # noqa: E402
+from benchmarks.bench_prefill_cpu import seconds  # noqa: E402
 
 Q_HEADS, KV_HEADS, HEAD_DIM, BLOCK_SIZE = 9, 3, 64, 16
 SCALE = HEAD_DIM**-0.5
@@ -40,13 +39,7 @@ def step_ms(attend, q, k_cache, v_cache, tables, context_lens, repeats: int) -> 
         for layer_tables in tables:
             attend(q, k_cache, v_cache, layer_tables, context_lens, SCALE)
 
-    step()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - started)
-    return 1e3 * statistics.median(times)
+    return 1e3 * seconds(step, repeats)
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, float]]:
