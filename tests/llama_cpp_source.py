@@ -1,7 +1,8 @@
 """llama.cpp's source tree as the source distribution of `llama-cpp-python` vendors it: its
 GGUF converter, its real chat templates (`models/templates/`) and its vocabularies with
 expected tokenizations (`models/ggml-vocab-*.gguf` with `.inp`/`.out`). Fetched by pip
-once per machine into `.spate/cache/`, then read from there by every test that needs it."""
+once per machine into the user's cache folder (a fresh clone finds it there too), then read
+from there by every test that needs it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import tempfile
 from pathlib import Path
 
 VERSION = "0.3.36"
-CACHE = Path(__file__).resolve().parents[1] / ".spate" / "cache" / "llama-cpp-python"
+CACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "spate" / "llama-cpp-python"
+)
 
 
 def llama_cpp_tree() -> Path:
