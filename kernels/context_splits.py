@@ -23,7 +23,8 @@ def _busy_program_target(device: torch.device) -> int:
 def plan_context_splits(
     batch: int, num_kv_heads: int, context_capacity: int, tile: int, device: torch.device
 ) -> tuple[int, int]:
-    """(splits, tokens per split, a multiple of tile) for contexts of up to context_capacity.
+    """(splits, tokens per split, a multiple of tile) for up to context_capacity keys a
+    row (the block table's capacity, or a sliding window where it is smaller).
 
     Planned from the block table's capacity rather than the actual lengths, which live on
     the GPU and would cost a sync to read. Splits past a sequence's end exit at once.

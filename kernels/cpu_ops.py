@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from kernels.dense_attention import check_sliding_window
+
 SOURCE_DIR = Path(__file__).resolve().parent / "cpu"
 # Every translation unit of the library; the headers beside them count toward its name.
 SOURCES = sorted(SOURCE_DIR.glob("*.cpp"))
@@ -144,6 +146,7 @@ def load() -> bool:
             return bool(_state["loaded"])
         if os.environ.get("SPATE_CPU_OPS", "1") == "0":
             _state["loaded"] = False
+            _state["reason"] = "turned off by SPATE_CPU_OPS=0"
             return False
         try:
             log.info("loading the fused CPU ops (compiled the first time on a machine, "
@@ -154,7 +157,23 @@ def load() -> bool:
         except Exception as error:  # no compiler, no headers: the torch backend serves
             log.warning("fused CPU ops unavailable, using the torch backend: %s", error)
             _state["loaded"] = False
+            _state["reason"] = build_failure(error)
         return bool(_state["loaded"])
+
+
+def unavailable_reason() -> str | None:
+    """Why the fused ops did not load (one line), once `load` has said they did not."""
+    reason = _state.get("reason")
+    return reason if isinstance(reason, str) else None
+
+
+def build_failure(error: BaseException) -> str:
+    """One line for a failed build: the compiler's first error (a missing header, say)
+    rather than the build log torch's loader puts in its exception."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    compiler = [line for line in lines if "error:" in line]
+    line = compiler[0] if compiler else (lines[0] if lines else type(error).__name__)
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def _build_directory(name: str) -> Path:
@@ -253,7 +272,15 @@ def paged_decode_attention(
     block_tables: torch.Tensor,
     context_lens: torch.Tensor,
     scale: float,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
+    """As kernels.paged_decode_attention_ref; with a sliding window, blocks wholly before
+    it are neither read nor checked."""
+    check_sliding_window(sliding_window)
+    if sliding_window is not None:
+        return _reference("paged_decode_attention")(  # type: ignore[no-any-return]
+            q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window
+        )
     out: torch.Tensor = torch.ops.spate_cpu.paged_decode_attention(
         q.contiguous(), k_cache, v_cache, block_tables.contiguous(), context_lens, scale
     )
@@ -268,7 +295,14 @@ def prefill_attention(
     cu_seqlens_q: torch.Tensor,
     context_lens: torch.Tensor,
     scale: float,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
+    """As kernels.prefill_attention_ref: each query through decode attention's routine."""
+    check_sliding_window(sliding_window)
+    if sliding_window is not None:
+        return _reference("prefill_attention")(  # type: ignore[no-any-return]
+            q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale, sliding_window
+        )
     out: torch.Tensor = torch.ops.spate_cpu.prefill_attention(
         q.contiguous(), k_cache, v_cache, block_tables.contiguous(), cu_seqlens_q, context_lens, scale
     )

@@ -3,8 +3,6 @@ Long contexts are split across programs (flash-decoding) and merged by a second 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from kernels._launch import (
@@ -19,6 +17,12 @@ from kernels._launch import (
     upcast_dot_inputs,
 )
 from kernels.context_splits import merge_context_splits, plan_context_splits
+from kernels.dense_attention import (
+    DenseLayout,
+    attend_dense,
+    check_sliding_window,
+    gather_dense_kv,
+)
 from kernels.paged_tiles import paged_token_offsets
 from kernels.step_memo import per_step
 
@@ -36,6 +40,7 @@ def _paged_decode_attention_kernel(
     partial_out_ptr,
     partial_lse_ptr,
     scale_log2,
+    sliding_window,
     q_seq_stride,
     q_head_stride,
     out_seq_stride,
@@ -56,6 +61,7 @@ def _paged_decode_attention_kernel(
     DOT_PRECISION: tl.constexpr,
     UPCAST_DOT_INPUTS: tl.constexpr,
     SPLIT_KV: tl.constexpr,
+    SLIDING_WINDOW: tl.constexpr,
 ):
     # One program per (sequence, KV head, context split) serves all query heads of that
     # group, so each key/value tile is read from memory once.
@@ -63,7 +69,12 @@ def _paged_decode_attention_kernel(
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
     context_len = tl.load(context_lens_ptr + seq)
-    split_start = split * tokens_per_split
+    if SLIDING_WINDOW:
+        # The splits cover the window alone: keys before it are never read (their blocks
+        # may be back in the pool), so a step costs the window, not the context.
+        split_start = tl.maximum(context_len - sliding_window, 0) + split * tokens_per_split
+    else:
+        split_start = split * tokens_per_split
     split_end = tl.minimum(context_len, split_start + tokens_per_split)
     group = tl.arange(0, BLOCK_GROUP)
     dims = tl.arange(0, BLOCK_D)
@@ -132,13 +143,17 @@ def paged_decode_attention(
     block_tables: torch.Tensor,
     context_lens: torch.Tensor,
     scale: float,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
-    """q[B, Hq, D] attends to the first context_lens[b] cached tokens of its sequence.
+    """q[B, Hq, D] attends to the first context_lens[b] cached tokens of its sequence, or
+    with a sliding window W to the last W of them (positions p - W < k <= p for the query
+    at p = context_lens[b] - 1); table entries before the window are never read.
 
     context_lens[b] must not exceed the table's capacity, block_tables.shape[1] * block_size
     (not checked on the host: that would sync with the GPU).
     """
     check_tensor("q", q, ndim=3, dtypes=FLOAT_DTYPES)
+    check_sliding_window(sliding_window)
     batch, num_q_heads, head_dim = q.shape
     block_size, num_kv_heads = check_paged_cache(q, k_cache, v_cache, block_tables)
     if block_tables.shape[0] != batch:
@@ -155,10 +170,12 @@ def paged_decode_attention(
         return out
     queries_per_kv = num_q_heads // num_kv_heads
     capacity = block_tables.shape[1] * block_size
+    # The most keys a row attends to: what the context splits divide among them.
+    span = capacity if sliding_window is None else min(capacity, sliding_window)
     block_d = max(16, triton.next_power_of_2(head_dim))
     tokens_per_tile = decode_tokens_per_tile(q.dtype, block_d)
     splits, tokens_per_split = plan_context_splits(
-        batch, num_kv_heads, capacity, tokens_per_tile, q.device
+        batch, num_kv_heads, span, tokens_per_tile, q.device
     )
     # Partial results stay fp32 until merged; with one split the kernel writes out directly
     # and never touches the partial buffers, so out stands in for them.
@@ -176,6 +193,7 @@ def paged_decode_attention(
         partial_out,
         partial_lse,
         float(scale) * LOG2_E,
+        sliding_window or 0,
         q.stride(0),
         q.stride(1),
         out.stride(0),
@@ -196,6 +214,7 @@ def paged_decode_attention(
         DOT_PRECISION=dot_precision(q.dtype),
         UPCAST_DOT_INPUTS=upcast_dot_inputs(q.dtype),
         SPLIT_KV=splits > 1,
+        SLIDING_WINDOW=sliding_window is not None,
         num_warps=4,
     )
     if splits > 1:
@@ -220,113 +239,31 @@ def paged_decode_attention_ref(
     block_tables: torch.Tensor,
     context_lens: torch.Tensor,
     scale: float,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Plain-torch decode attention, batched; the CPU path's decode attention.
 
-    Every sequence's blocks are gathered whole (one row copy per block) into a padded
-    [B, Hk, L, D] tensor; each kv head's query group then attends with two batched
-    matmuls, positions past a sequence's context masked out. Math in fp32. The gather
-    indices and the mask depend on the step's metadata alone, so every layer of a step
-    shares one copy (`per_step`).
+    Every sequence's blocks (those its window reaches, with a sliding window) are gathered
+    whole (one row copy per block) into a padded [B, Hk, L, D] tensor; each kv head's
+    query group then attends with two batched matmuls, positions outside a sequence's
+    context or window masked out. Math in fp32. The gather indices and the mask depend on
+    the step's metadata alone, so every layer of a step with the same window shares one
+    copy (`per_step`).
     """
+    check_sliding_window(sliding_window)
     if q.shape[0] == 0:
         return torch.zeros_like(q)
     block_size = k_cache.shape[1]
     layout = per_step(
-        "paged_decode_attention_ref",
+        # Named by window, so a model alternating windowed and full layers keeps both.
+        f"paged_decode_attention_ref/{sliding_window}",
         (block_tables, context_lens),
         block_size,
-        lambda: DenseLayout.of(block_tables, context_lens, block_size),
+        lambda: DenseLayout.of(
+            block_tables, context_lens, block_size, sliding_window=sliding_window
+        ),
     )
     if layout.length == 0:
         return torch.zeros_like(q)
     keys, values = gather_dense_kv(k_cache, v_cache, layout)
     return attend_dense(q, keys, values, layout.mask, scale)
-
-
-@dataclass(frozen=True, slots=True)
-class ContextMask:
-    """Which of a dense layout's L positions each row must not see."""
-
-    hidden: torch.Tensor  # [B, 1, 1, L] bool: True past the row's context
-    empty_rows: torch.Tensor | None  # [B, 1, 1] bool, rows with no context; None if none
-
-    @staticmethod
-    def of(context_lens: torch.Tensor, length: int) -> ContextMask:
-        positions = torch.arange(length, device=context_lens.device)
-        hidden = positions[None, :] >= context_lens[:, None]
-        empty = context_lens == 0
-        return ContextMask(
-            hidden[:, None, None, :], empty[:, None, None] if bool(empty.any()) else None
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class DenseLayout:
-    """Where a batch's cached blocks go in the dense [B, Hk, L, D] layout: L is the
-    longest context rounded up to whole blocks, row b's blocks first, then padding."""
-
-    block_ids: torch.Tensor  # [B * L / block_size] int64, the cache block of each slot
-    batch: int
-    length: int
-    mask: ContextMask
-
-    @staticmethod
-    def of(
-        block_tables: torch.Tensor,
-        context_lens: torch.Tensor,
-        block_size: int,
-        max_context: int | None = None,
-    ) -> DenseLayout:
-        if max_context is None:
-            max_context = int(context_lens.max()) if context_lens.numel() else 0
-        blocks_needed = -(-max_context // block_size)
-        length = blocks_needed * block_size
-        block_ids = block_tables[:, :blocks_needed].long()
-        block_starts = torch.arange(0, length, block_size, device=block_tables.device)
-        # Table entries past a sequence's last block may hold padding: point them at
-        # block 0 so the gather stays in bounds; those positions are masked anyway.
-        block_ids = torch.where(block_starts[None, :] < context_lens[:, None], block_ids, 0)
-        return DenseLayout(
-            block_ids.flatten(),
-            block_tables.shape[0],
-            length,
-            ContextMask.of(context_lens, length),
-        )
-
-
-def gather_dense_kv(
-    k_cache: torch.Tensor, v_cache: torch.Tensor, layout: DenseLayout
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row's blocks as fp32 [B, Hk, L, D], in `layout`."""
-    num_blocks, _, num_kv_heads, head_dim = k_cache.shape
-
-    def gather(cache: torch.Tensor) -> torch.Tensor:
-        rows = cache.view(num_blocks, -1).index_select(0, layout.block_ids)
-        heads_first = rows.view(layout.batch, layout.length, num_kv_heads, head_dim).transpose(1, 2)
-        dense = torch.empty(heads_first.shape, dtype=torch.float32, device=cache.device)
-        return dense.copy_(heads_first)
-
-    return gather(k_cache), gather(v_cache)
-
-
-def attend_dense(
-    q: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    mask: ContextMask,
-    scale: float,
-) -> torch.Tensor:
-    """q[B, Hq, D] over contiguous fp32 keys/values [B, Hk, L, D], row b seeing what
-    `mask` leaves it. Each row's bits depend on its own inputs and L only."""
-    batch, num_heads, head_dim = q.shape
-    num_kv_heads = keys.shape[1]
-    group = num_heads // num_kv_heads
-    queries = q.view(batch, num_kv_heads, group, head_dim).float() * scale
-    scores = torch.matmul(queries, keys.transpose(-1, -2))  # [B, Hk, G, L]
-    scores.masked_fill_(mask.hidden, float("-inf"))
-    out = torch.matmul(torch.softmax(scores, dim=-1), values).view(batch, num_heads, head_dim)
-    if mask.empty_rows is not None:
-        # Rows with no context come out of softmax as NaN; give them zeros like the kernel.
-        out.masked_fill_(mask.empty_rows, 0.0)
-    return out.to(q.dtype)

@@ -16,10 +16,11 @@ from kernels._launch import (
     triton,
     upcast_dot_inputs,
 )
-from kernels.paged_decode_attention import (
+from kernels.dense_attention import (
     ContextMask,
     DenseLayout,
     attend_dense,
+    check_sliding_window,
     gather_dense_kv,
 )
 from kernels.paged_tiles import paged_token_offsets
@@ -39,6 +40,7 @@ def _prefill_attention_kernel(
     context_lens_ptr,
     out_ptr,
     scale_log2,
+    sliding_window,
     q_token_stride,
     q_head_stride,
     out_token_stride,
@@ -56,6 +58,7 @@ def _prefill_attention_kernel(
     BLOCK_N: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     UPCAST_DOT_INPUTS: tl.constexpr,
+    SLIDING_WINDOW: tl.constexpr,
 ):
     # The grid covers the longest possible sequence (all T tokens) so the host never reads
     # lengths back from the GPU; tiles past a sequence's end leave at once.
@@ -91,7 +94,12 @@ def _prefill_attention_kernel(
     # Causality bounds the keys this tile can see by its last query's position.
     last_query = tl.minimum(first_query + QUERIES_PER_TILE, q_len) - 1
     keys_visible = prefix_len + last_query + 1
-    for tile_start in range(0, keys_visible, BLOCK_N):
+    if SLIDING_WINDOW:
+        # ... and the window by its first query's: keys before it are never read.
+        first_key = tl.maximum(prefix_len + first_query - sliding_window + 1, 0)
+    else:
+        first_key = 0
+    for tile_start in range(first_key, keys_visible, BLOCK_N):
         tokens = tile_start + tl.arange(0, BLOCK_N)
         in_context = tokens < keys_visible
         token_offsets = paged_token_offsets(
@@ -105,6 +113,8 @@ def _prefill_attention_kernel(
             k = k.to(tl.float32)
         scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale_log2
         visible = in_context[None, :] & (tokens[None, :] <= query_position[:, None])
+        if SLIDING_WINDOW:
+            visible = visible & (tokens[None, :] > query_position[:, None] - sliding_window)
         scores = tl.where(visible, scores, float("-inf"))
         new_max = tl.maximum(running_max, tl.max(scores, axis=1))
         # Padding rows can see nothing; keep their max finite so exp2 stays NaN-free.
@@ -132,10 +142,13 @@ def prefill_attention(
     cu_seqlens_q: torch.Tensor,
     context_lens: torch.Tensor,
     scale: float,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Causal attention for q[T, Hq, D] packed by cu_seqlens_q; sequence b's new queries sit
-    at positions context_lens[b] - q_len .. context_lens[b] - 1 of its cached keys."""
+    at positions context_lens[b] - q_len .. context_lens[b] - 1 of its cached keys. With a
+    sliding window W the query at p sees keys p - W < k <= p; earlier ones are not read."""
     check_tensor("q", q, ndim=3, dtypes=FLOAT_DTYPES)
+    check_sliding_window(sliding_window)
     num_tokens, num_q_heads, head_dim = q.shape
     block_size, num_kv_heads = check_paged_cache(q, k_cache, v_cache, block_tables)
     batch = block_tables.shape[0]
@@ -173,6 +186,7 @@ def prefill_attention(
         context_lens.contiguous(),
         out,
         float(scale) * LOG2_E,
+        sliding_window or 0,
         q.stride(0),
         q.stride(1),
         out.stride(0),
@@ -190,6 +204,7 @@ def prefill_attention(
         BLOCK_N=tokens_per_tile,
         DOT_PRECISION=dot_precision(q.dtype),
         UPCAST_DOT_INPUTS=upcast_dot_inputs(q.dtype),
+        SLIDING_WINDOW=sliding_window is not None,
         num_warps=4,
     )
     return out
@@ -218,13 +233,15 @@ def prefill_attention_ref(
     cu_seqlens_q: torch.Tensor,
     context_lens: torch.Tensor,
     scale: float,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Plain-torch prefill, the CPU path's: every new query attends exactly as a decode step
     at its position would (`paged_decode_attention_ref`'s math on the same dense fp32
-    layout, its context ending at that query). A token's bits then do not depend on whether
-    it was prefilled in one piece, after a cached prefix, or decoded one step at a time,
-    which is what lets a replacement worker rebuild a dead worker's KV cache with the same
-    bits (docs/reliability.md)."""
+    layout, its context ending at that query, its window too). A token's bits then do not
+    depend on whether it was prefilled in one piece, after a cached prefix, or decoded one
+    step at a time, which is what lets a replacement worker rebuild a dead worker's KV
+    cache with the same bits (docs/reliability.md)."""
+    check_sliding_window(sliding_window)
     out = torch.empty_like(q)
     block_size = k_cache.shape[1]
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
@@ -239,6 +256,15 @@ def prefill_attention_ref(
                 f"sequence {seq}: context length {context_len} is shorter than its "
                 f"{q_len} new tokens"
             )
+        positions = torch.arange(
+            context_len - q_len, context_len, dtype=torch.int32, device=q.device
+        )
+        if sliding_window is not None:
+            out[q_start:q_end] = _windowed_prefill(
+                q[q_start:q_end], k_cache, v_cache, block_tables[seq], positions, scale,
+                sliding_window,
+            )
+            continue
         # The sequence's keys and values are gathered once; each batch of queries gets
         # them copied out per query (decode's [B, Hk, L, D] layout), so bound that copy.
         layout = DenseLayout.of(
@@ -247,9 +273,6 @@ def prefill_attention_ref(
         keys, values = gather_dense_kv(k_cache, v_cache, layout)
         bytes_per_query = 8 * num_kv_heads * head_dim * keys.shape[2]
         queries_per_batch = max(1, PREFILL_GATHER_BYTES // bytes_per_query)
-        positions = torch.arange(
-            context_len - q_len, context_len, dtype=torch.int32, device=q.device
-        )
         for first in range(0, q_len, queries_per_batch):
             last = min(first + queries_per_batch, q_len)
             # Decode pads a row's context to whole blocks: the same length here.
@@ -262,4 +285,33 @@ def prefill_attention_ref(
                 ContextMask.of(positions[first:last] + 1, length),
                 scale,
             )
+    return out
+
+
+def _windowed_prefill(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    table_row: torch.Tensor,
+    positions: torch.Tensor,
+    scale: float,
+    sliding_window: int,
+) -> torch.Tensor:
+    """One sequence's queries q [Lq, Hq, D] at `positions`, a batch of them at a time as
+    decode steps of the same sequence: each row gathers the blocks its own window reaches
+    (decode's windowed layout), so a query's cost and copy are bounded by the window."""
+    block_size, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
+    # The most blocks a window of W keys can touch, and so the widest row.
+    widest = (-(-(sliding_window - 1) // block_size) + 1) * block_size
+    queries_per_batch = max(1, PREFILL_GATHER_BYTES // (8 * num_kv_heads * head_dim * widest))
+    out = torch.empty_like(q)
+    for first in range(0, q.shape[0], queries_per_batch):
+        last = min(first + queries_per_batch, q.shape[0])
+        contexts = positions[first:last] + 1
+        layout = DenseLayout.of(
+            table_row.expand(last - first, -1), contexts, block_size,
+            sliding_window=sliding_window,
+        )
+        keys, values = gather_dense_kv(k_cache, v_cache, layout)
+        out[first:last] = attend_dense(q[first:last], keys, values, layout.mask, scale)
     return out

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from kernels import KernelOps
+from kernels.dense_attention import check_sliding_window
 from workers.model.config import ModelConfig
 
 KVCache = tuple[torch.Tensor, torch.Tensor]
@@ -76,15 +77,29 @@ class Attention(nn.Module):
     """Stores this step's k/v in the paged cache, then attends from the cache.
 
     Keys and values always go through the cache, so a prefill that continues a cached
-    prefix and one that starts fresh take the same path.
+    prefix and one that starts fresh take the same path. `scale` multiplies the scores
+    (head_dim ** -0.5 when None); with `sliding_window` W the query at position p sees the
+    keys at p - W < k <= p (W keys, itself included, as transformers counts), else every
+    earlier key.
     """
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, ops: KernelOps):
+    def __init__(
+        self,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        ops: KernelOps,
+        *,
+        scale: float | None = None,
+        sliding_window: int | None = None,
+    ):
         super().__init__()
+        check_sliding_window(sliding_window)
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
-        self.scale = head_dim**-0.5
+        self.scale = head_dim**-0.5 if scale is None else float(scale)
+        self.sliding_window = sliding_window
         self.ops = ops
 
     def forward(
@@ -107,9 +122,27 @@ class Attention(nn.Module):
                 attn.cu_seqlens_q,
                 attn.context_lens,
                 self.scale,
+                sliding_window=self.sliding_window,
             )
         else:
             out = self.ops.paged_decode_attention(
-                q, k_cache, v_cache, attn.block_tables, attn.context_lens, self.scale
+                q,
+                k_cache,
+                v_cache,
+                attn.block_tables,
+                attn.context_lens,
+                self.scale,
+                sliding_window=self.sliding_window,
             )
         return out.reshape(q.shape[0], self.num_heads * self.head_dim)
+
+
+def kv_release_window(model: nn.Module) -> int | None:
+    """The window past which a sequence's cached keys are never read again, when every
+    attention layer of `model` slides (the widest of their windows); None when any layer
+    attends to the whole context (or the model has no attention layers). The engine's
+    block manager frees blocks wholly before it."""
+    windows = [module.sliding_window for module in model.modules() if isinstance(module, Attention)]
+    if not windows or any(window is None for window in windows):
+        return None
+    return max(window for window in windows if window is not None)
