@@ -42,8 +42,10 @@ class ApiSettings(JournalSettings):
     key_max_resumes: int = Field(default=64, ge=1)
     # A background slot whose response's end the store never saw is freed after this long.
     background_slot_ttl_s: int = Field(default=3600, ge=60)
-    # Keep-alive comment interval on SSE streams while the model is queued or thinking.
-    sse_ping_s: float = Field(default=15.0, gt=0)
+    # A keep-alive comment goes out on an SSE stream quiet for this long (the model queued,
+    # or a prompt long to read). Fractions of a second are allowed; below 0.01 s a quiet
+    # stream would be little but keep-alives.
+    sse_ping_s: float = Field(default=15.0, ge=0.01)
     # A stream whose client has not taken an event for this long is cut (and, unless it
     # runs in the background, its generation cancelled).
     sse_send_timeout_s: float = Field(default=30.0, gt=0)

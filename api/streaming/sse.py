@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -16,13 +16,14 @@ from sse_starlette.sse import SendTimeoutError
 from api.admission import Slot
 from api.drain import Drain
 from api.settings import ApiSettings
+from api.streaming.keepalive import with_keepalives
 from api.streaming.live_response import LiveResponse, cut_notice_after
 from events import TERMINAL_SSE_TYPES
 from store import Store, StoreError
 
 log = logging.getLogger("spate.api")
 
-# A resumed stream with nothing new for this long ends (keep-alive pings run meanwhile).
+# A resumed stream with nothing new for this long ends (keep-alives go out meanwhile).
 FOLLOW_IDLE_S = 600.0
 
 
@@ -47,16 +48,30 @@ def cut_event(notice: dict[str, Any]) -> ServerSentEvent:
 
 
 class CuttableStream(EventSourceResponse):
-    """An SSE response whose client is cut when it takes no event for `send_timeout`
-    seconds. The cut closes the event generator (its `finally` cancels the generation and
-    frees the slot) and is logged as one line, not as an application error. `slot` is
-    given back when the response ends whatever happened: a client gone before the event
+    """An SSE response with keep-alives while it is quiet, whose client is cut when it
+    takes no event for `send_timeout` seconds. The cut closes the event generator (its
+    `finally` cancels the generation and frees the slot) and is logged as one line, not
+    as an application error; so is a client that goes before the end. `slot` is given
+    back when the response ends whatever happened: a client gone before the event
     generator started would otherwise hold its key's slot for good."""
 
-    def __init__(self, response_id: str, slot: Slot, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self, response_id: str, slot: Slot, events: AsyncGenerator[ServerSentEvent, None],
+        settings: ApiSettings,
+    ) -> None:
+        # sse-starlette's own ping (ping=0 turns it off) goes out on a timer, mid-stream
+        # too, framed so that the official SDK breaks on it: see api/streaming/keepalive.py.
+        super().__init__(
+            with_keepalives(events, settings.sse_ping_s), ping=0,
+            send_timeout=settings.sse_send_timeout_s,
+            client_close_handler_callable=self._client_went,
+        )
         self.response_id = response_id
         self.slot = slot
+        self.client_gone = False
+
+    async def _client_went(self, _: Any) -> None:
+        self.client_gone = True
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -66,6 +81,8 @@ class CuttableStream(EventSourceResponse):
                         self.response_id, self.send_timeout)
         finally:
             self.slot.release()
+        if self.client_gone:
+            log.info("the client of %s went before the end of its stream", self.response_id)
 
 
 def live_sse_reply(
@@ -74,12 +91,13 @@ def live_sse_reply(
     """The stream of a response being created; a client that goes before the end
     cancels it unless `cancel_on_disconnect` is off (a background response)."""
     return CuttableStream(
-        live.response_id, live.slot, live_sse(live, cancel_on_disconnect),
-        ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
+        live.response_id, live.slot, live_sse(live, cancel_on_disconnect), settings
     )
 
 
-async def live_sse(live: LiveResponse, cancel_on_disconnect: bool) -> AsyncIterator[ServerSentEvent]:
+async def live_sse(
+    live: LiveResponse, cancel_on_disconnect: bool
+) -> AsyncGenerator[ServerSentEvent, None]:
     async with live.serving(cancel_unfinished=cancel_on_disconnect):
         async for sse in live:
             yield server_sent_event(sse)
@@ -96,14 +114,13 @@ def resumed_sse_reply(
     """The stream of a stored response from the event after `after`, holding `slot` (its
     key's resumed streams) until it ends."""
     return CuttableStream(
-        response_id, slot, resumed_sse(store, response_id, after, drain, slot),
-        ping=int(settings.sse_ping_s), send_timeout=settings.sse_send_timeout_s,
+        response_id, slot, resumed_sse(store, response_id, after, drain, slot), settings
     )
 
 
 async def resumed_sse(
     store: Store, response_id: str, after: int, drain: Drain, slot: Slot
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncGenerator[ServerSentEvent, None]:
     """The stored events after `after`, then the live ones until the terminal event. Any
     replica can serve it: the projection is shared. A shutdown drains it as it drains a
     stream being created: past the drain timeout it ends with a notice naming where to
@@ -112,6 +129,7 @@ async def resumed_sse(
     last = after
     follow = store.follow_sse(response_id, after, idle_timeout_s=FOLLOW_IDLE_S)
     cut = asyncio.ensure_future(drain.cut.wait())
+    next_event: asyncio.Future[dict[str, Any]] | None = None
     try:
         with drain.track():
             while True:
@@ -138,6 +156,11 @@ async def resumed_sse(
     finally:
         slot.release()
         cut.cancel()
+        # The follow may be mid-step (a client gone, or a cut, while it waited): that step
+        # ends first, as closing a generator still running raises.
+        if next_event is not None and not next_event.done():
+            next_event.cancel()
+            await asyncio.wait({next_event})
         close = getattr(follow, "aclose", None)
         if close is not None:
             await close()
