@@ -197,6 +197,7 @@ async def response_id_for(store: Store | None, body: ResponsesRequest) -> str:
 async def check_model(journal: Journal, body: ResponsesRequest) -> ModelCard:
     card = await journal.registry.card(body.model)
     if card is None:
+        await refuse_unloadable(journal, body.model)
         raise APIError(404, f"The model '{body.model}' does not exist.", param="model",
                        code="model_not_found")
     if body.thinking_token_budget is not None and not card.supports_reasoning:
@@ -206,6 +207,16 @@ async def check_model(journal: Journal, body: ResponsesRequest) -> ModelCard:
             param="thinking_token_budget", code="invalid_value",
         )
     if not await journal.registry.is_live(body.model):
+        await refuse_unloadable(journal, body.model)
         raise APIError(503, f"No worker is serving the model '{body.model}' right now.",
                        param="model", code="model_unavailable")
     return card
+
+
+async def refuse_unloadable(journal: Journal, model: str) -> None:
+    """A 503 naming the reason when no worker serves `model` because one could not load
+    it (the registry keeps the latest such failure for a while); nothing otherwise."""
+    failure = await journal.registry.load_failure(model)
+    if failure is not None:
+        raise APIError(503, f"The model '{model}' could not be loaded: {failure.reason}",
+                       param="model", code="model_load_failed")

@@ -6,8 +6,10 @@ import argparse
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
@@ -135,7 +137,10 @@ def run_api(args: argparse.Namespace) -> None:
     DrainingServer(config, app.state.drain).run()
 
 
-def run_worker(args: argparse.Namespace) -> None:
+def run_worker(args: argparse.Namespace) -> int:
+    """0 once stopped; 78 (EX_CONFIG) when its model cannot load, the reason logged in one
+    line and published for the API."""
+    from workers.load_failure import EXIT_CODE, ModelLoadFailed
     from workers.served_model import load_engine_model
     from workers.worker import Worker
 
@@ -151,7 +156,11 @@ def run_worker(args: argparse.Namespace) -> None:
             loop.add_signal_handler(sig, stop.set)
         await Worker(settings, load_engine_model).run(stop)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except ModelLoadFailed:
+        return EXIT_CODE
+    return 0
 
 
 def run_store(args: argparse.Namespace) -> int:
@@ -285,7 +294,12 @@ def run_serve(args: argparse.Namespace) -> int:
     worker_cmd = serve_worker_command(args)
     api_cmd = [sys.executable, "-m", "cli.main", "api", "--host", api.host,
                "--port", str(api.port)]
-    children = Supervisor({"worker": worker_cmd, "api": api_cmd}, env)
+    # Where the worker says why, if its model cannot load (the supervisor prints it).
+    failure_dir = Path(tempfile.mkdtemp(prefix="spate-serve-"))
+    failure_file = failure_dir / "worker-failure.txt"
+    env["SPATE_FAILURE_FILE"] = str(failure_file)
+    children = Supervisor({"worker": worker_cmd, "api": api_cmd}, env,
+                          failure_files={"worker": failure_file})
     children.start()
     stopping = False
 
@@ -304,6 +318,7 @@ def run_serve(args: argparse.Namespace) -> int:
             time.sleep(0.2)
     finally:
         children.stop()
+        shutil.rmtree(failure_dir, ignore_errors=True)
         if nats is not None:
             nats.stop()
         if store is not None:
@@ -328,7 +343,7 @@ def _run(argv: list[str] | None) -> int:
     if args.command == "api":
         run_api(args)
     elif args.command == "worker":
-        run_worker(args)
+        return run_worker(args)
     elif args.command == "store":
         return run_store(args)
     elif args.command == "events":

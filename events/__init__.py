@@ -15,7 +15,7 @@ from events.generation import (
     ToolCallStarted,
     Usage,
 )
-from events.model_card import ModelCard
+from events.model_card import KernelBackend, ModelCard, ModelLoadFailure
 from events.request import (
     AnswerConstraint,
     ChatMessage,
@@ -31,7 +31,9 @@ __all__ = [
     "CancelRequested",
     "ChatMessage",
     "Event",
+    "KernelBackend",
     "ModelCard",
+    "ModelLoadFailure",
     "EventDecodeError",
     "GenerationFailed",
     "GenerationFinished",

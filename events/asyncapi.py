@@ -16,7 +16,7 @@ from pydantic.json_schema import models_json_schema
 
 from events.fold import LOG_EVENT_TYPES
 from events.generation import CancelRequested
-from events.model_card import ModelCard
+from events.model_card import ModelCard, ModelLoadFailure
 from events.request import RequestAccepted
 from events.subjects import (
     CACHE_SUBJECT_PREFIX,
@@ -25,6 +25,7 @@ from events.subjects import (
     EVENTS_STREAM,
     EVENTS_SUBJECT_PREFIX,
     LEASES_SUBJECT_PREFIX,
+    LOAD_FAILURES_BUCKET,
     MODELS_BUCKET,
     REQUESTS_STREAM,
     REQUESTS_SUBJECT_PREFIX,
@@ -87,7 +88,7 @@ def _ref(name: str) -> dict[str, str]:
 
 
 def asyncapi_document() -> dict[str, Any]:
-    models: list[type[BaseModel]] = [*LOG_EVENT_TYPES, CancelRequested, ModelCard]
+    models: list[type[BaseModel]] = [*LOG_EVENT_TYPES, CancelRequested, ModelCard, ModelLoadFailure]
     _, schemas = models_json_schema(
         [(model, "validation") for model in models], ref_template=SCHEMA_REF
     )
@@ -259,6 +260,10 @@ def asyncapi_document() -> dict[str, Any]:
             MODELS_BUCKET: {"key": "<model>", "value": {"$ref": SCHEMA_REF.format(model="ModelCard")}},
             WORKERS_BUCKET: {"key": "<model>.<worker id>",
                              "description": "Liveness: re-put by each worker, deleted when it stops; with a TTL."},
+            LOAD_FAILURES_BUCKET: {
+                "key": "<model>", "value": {"$ref": SCHEMA_REF.format(model="ModelLoadFailure")},
+                "description": "A worker could not load the model; with a TTL, deleted when one loads it.",
+            },
         },
     }
 

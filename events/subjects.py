@@ -25,6 +25,9 @@ COUNTS_SUBJECT_PREFIX = "spate.counts"
 MODELS_BUCKET = "spate_models"
 # Liveness: each worker re-puts its models' keys well inside the bucket's TTL.
 WORKERS_BUCKET = "spate_workers"
+# Models a worker could not load (ModelLoadFailure), one key per model, with a TTL: the
+# API's answers for a model no worker serves name the reason while it is recent.
+LOAD_FAILURES_BUCKET = "spate_load_failures"
 
 _UNSAFE_TOKEN = re.compile(r"[^A-Za-z0-9_-]")
 

@@ -1,9 +1,10 @@
-"""The model registry and worker liveness, in two JetStream key-value buckets.
+"""The model registry and worker liveness, in JetStream key-value buckets.
 
 MODELS holds one card per served model (name, context length, reasoning markers). WORKERS
 holds one key per (model, worker), `<model>.<worker>`, with the bucket's TTL: each worker
 renews its own key, so one worker stopping never makes a model look gone while another
-still serves it.
+still serves it. LOAD_FAILURES holds, per model, the latest failure of a worker to load
+it (with a TTL), so a model that cannot load is not mistaken for one nobody serves.
 """
 
 from __future__ import annotations
@@ -15,8 +16,14 @@ from typing import Any
 
 from nats.js.errors import KeyNotFoundError
 
-from events import ModelCard
-from events.subjects import MODELS_BUCKET, WORKERS_BUCKET, model_key, subject_token
+from events import ModelCard, ModelLoadFailure
+from events.subjects import (
+    LOAD_FAILURES_BUCKET,
+    MODELS_BUCKET,
+    WORKERS_BUCKET,
+    model_key,
+    subject_token,
+)
 from journal.connection import Connection
 from journal.errors import JournalUnavailable
 
@@ -69,6 +76,17 @@ class Registry:
         """This worker stops serving `model`: only its own liveness key goes."""
         workers = await self._bucket(WORKERS_BUCKET)
         await workers.delete(liveness_key(model, worker_id))
+
+    async def report_load_failure(self, failure: ModelLoadFailure) -> None:
+        failures = await self._bucket(LOAD_FAILURES_BUCKET)
+        await failures.put(model_key(failure.name), failure.model_dump_json().encode())
+
+    async def clear_load_failure(self, model: str) -> None:
+        """A worker loaded `model`: an earlier failure to load it is no longer the news."""
+        failures = await self._bucket(LOAD_FAILURES_BUCKET)
+        with contextlib.suppress(KeyNotFoundError):
+            await failures.get(model_key(model))
+            await failures.delete(model_key(model))
 
     # -- the API's side ----------------------------------------------------------------
 
@@ -148,6 +166,28 @@ class Registry:
                 cards.append(ModelCard.model_validate_json(entry.value))
         return cards
 
+    async def load_failure(self, model: str) -> ModelLoadFailure | None:
+        """The latest failure of a worker to load `model`, while it is recent."""
+        failures = await self._bucket(LOAD_FAILURES_BUCKET)
+        try:
+            entry = await failures.get(model_key(model))
+        except KeyNotFoundError:
+            return None
+        except Exception as error:
+            raise JournalUnavailable(f"Could not read the model registry: {error}") from error
+        return _failure_of(entry.value)
+
+    async def load_failures(self) -> list[ModelLoadFailure]:
+        """Every model's latest recent failure to load, by model name."""
+        failures = await self._bucket(LOAD_FAILURES_BUCKET)
+        found = []
+        for key in await self._current_keys(LOAD_FAILURES_BUCKET, ">"):
+            with contextlib.suppress(KeyNotFoundError):
+                failure = _failure_of((await failures.get(key)).value)
+                if failure is not None:
+                    found.append(failure)
+        return sorted(found, key=lambda failure: failure.name)
+
     async def model_names(self) -> list[str]:
         """Every advertised model (as its registry key), live or not."""
         return await self._current_keys(MODELS_BUCKET, ">")
@@ -182,3 +222,13 @@ class Registry:
             if first:
                 break
         return keys
+
+
+def _failure_of(value: bytes | None) -> ModelLoadFailure | None:
+    """A stored failure; None for an empty or unreadable value (a newer worker's, say)."""
+    if not value:
+        return None
+    try:
+        return ModelLoadFailure.model_validate_json(value)
+    except ValueError:
+        return None

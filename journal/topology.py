@@ -17,6 +17,7 @@ from events.subjects import (
     EVENTS_STREAM,
     EVENTS_SUBJECT_PREFIX,
     LEASES_SUBJECT_PREFIX,
+    LOAD_FAILURES_BUCKET,
     MODELS_BUCKET,
     REQUESTS_STREAM,
     REQUESTS_SUBJECT_PREFIX,
@@ -30,6 +31,10 @@ log = logging.getLogger("spate.journal")
 
 # How long JetStream remembers a Nats-Msg-Id to drop a retried publish.
 DUPLICATE_WINDOW_S = 120.0
+# How long a worker's failure to load a model is told to clients: long enough to outlast
+# an orchestrator's restart back-off (each failed start writes it again), short enough
+# that a model nobody tries to serve any more stops being reported.
+LOAD_FAILURE_TTL_S = 900.0
 
 
 def stream_configs(settings: JournalSettings) -> list[dict[str, Any]]:
@@ -67,6 +72,9 @@ async def declare(js: Any, settings: JournalSettings) -> None:
     await js.create_key_value(bucket=MODELS_BUCKET, history=1, replicas=replicas)
     await js.create_key_value(
         bucket=WORKERS_BUCKET, history=1, ttl=settings.worker_ttl_s, replicas=replicas
+    )
+    await js.create_key_value(
+        bucket=LOAD_FAILURES_BUCKET, history=1, ttl=LOAD_FAILURE_TTL_S, replicas=replicas
     )
 
 

@@ -15,6 +15,8 @@ import torch
 from kernels import _launch, cpu_ops
 
 BACKENDS = ("triton", "cpu", "torch")
+# Each backend in words, as a worker reports it (its start line, /ready, its metrics).
+BACKEND_OPS = {"triton": "Triton kernels", "cpu": "fused CPU ops", "torch": "torch ops"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,19 @@ def cpu_backend() -> str:
     return "cpu" if cpu_ops.available() else "torch"
 
 
+def fallback_reason(requested: str, chosen: str, device_type: str) -> str | None:
+    """Why a model on `device_type` runs `chosen` rather than the faster backend "auto"
+    would pick on a machine where everything builds; None when nothing fell back (or
+    `requested` named the backend itself)."""
+    if requested != "auto":
+        return None
+    if device_type == "cuda" and chosen != "triton":
+        return f"Triton kernels unavailable: {_launch.TRITON_IMPORT_ERROR}"
+    if device_type != "cuda" and chosen == "torch":
+        return f"fused CPU ops unavailable: {cpu_ops.unavailable_reason() or 'they did not load'}"
+    return None
+
+
 def get_ops(backend: str) -> KernelOps:
     """The op set for a backend ("triton", "cpu", "torch", or "auto", resolved first)."""
     backend = resolve_backend(backend)
@@ -107,4 +122,7 @@ def get_ops(backend: str) -> KernelOps:
     )
 
 
-__all__ = ["BACKENDS", "OPS", "KernelOps", "cpu_backend", "get_ops", "resolve_backend"]
+__all__ = [
+    "BACKENDS", "BACKEND_OPS", "OPS", "KernelOps", "cpu_backend", "fallback_reason", "get_ops",
+    "resolve_backend",
+]

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs compose.yaml for real: builds the images, starts NATS, the API and a worker (and
-# Redis with --store), checks /ready, the playground page and one streamed response, then
-# tears everything down. Needs docker (started here when root and not running) and
-# `docker compose` v2 (taken from the `compose` extra when the docker CLI has none).
+# Redis with --store), checks /ready (and that the worker runs its fused CPU ops, not a
+# fallback), the playground page and one streamed response, then tears everything down,
+# logging each step's time as it ends. Needs docker (started here when root and not
+# running) and `docker compose` v2 (taken from the `compose` extra when the docker CLI has none).
 #
 # Where no image registry is reachable (leave SPATE_BASE_IMAGE unset), every image is
 # built from Debian's packages: debootstrap makes a base (python3, nats-server,
@@ -26,6 +27,15 @@ TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 
 log() { printf '[compose-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 die() { log "FAILED: $*"; exit 1; }
+# took "what": logs the step that just ended with the seconds since the previous one.
+checked_since=$(date +%s)
+step_since=$checked_since
+took() {
+    local now
+    now=$(date +%s)
+    log "$* in $(( now - step_since )) s"
+    step_since=$now
+}
 
 cleanup_pids=()
 compose=()
@@ -63,6 +73,7 @@ else
     compose_bin=("$("$PY" -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).parent / "docker-compose")')")
 fi
 log "$("${compose_bin[@]}" version)"
+took "docker and compose ready"
 
 # --- images ---------------------------------------------------------------------------
 mkdir -p "$WORK"
@@ -76,7 +87,6 @@ if [ -z "${SPATE_BASE_IMAGE:-}" ]; then
         log "debootstrap: a Debian bookworm base image"
         rootfs="$WORK/rootfs"
         rm -rf "$rootfs"
-        started=$(date +%s)
         debootstrap --variant=minbase \
             --include=python3,python3-venv,ca-certificates,wget,nats-server,redis-server,g++ \
             bookworm "$rootfs" >"$WORK/debootstrap.log" 2>&1 \
@@ -84,7 +94,6 @@ if [ -z "${SPATE_BASE_IMAGE:-}" ]; then
         rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
         tar -C "$rootfs" -c . | docker import - "$SPATE_BASE_IMAGE" >/dev/null
         rm -rf "$rootfs"
-        log "base image built in $(( $(date +%s) - started )) s"
     fi
     # NATS from the base's nats-server (the official image's entrypoint is the server),
     # Redis from its redis-server.
@@ -92,6 +101,7 @@ if [ -z "${SPATE_BASE_IMAGE:-}" ]; then
     export SPATE_REDIS_IMAGE=${SPATE_REDIS_IMAGE:-$SPATE_BASE_IMAGE}
     printf 'FROM %s\nENTRYPOINT ["nats-server"]\n' "$SPATE_BASE_IMAGE" \
         | docker build -q -t "$SPATE_NATS_IMAGE" - >/dev/null
+    took "base and NATS images ready"
 fi
 
 # Every wheel the image needs, fetched here (where pip is set up to reach an index and
@@ -127,15 +137,19 @@ for _ in $(seq 10); do
     log "the image's Python also needs $missing"
     "$PY" -m pip download -q --no-deps -d "$wheels" "$missing" >>"$WORK/wheels.log" 2>&1
 done
+took "wheels gathered and resolved in the base image"
 
 log "building $SPATE_IMAGE on $SPATE_BASE_IMAGE"
-started=$(date +%s)
 docker build --network host -t "$SPATE_IMAGE" \
     --build-arg BASE_IMAGE="$SPATE_BASE_IMAGE" \
     --build-arg TORCH_SPEC="$TORCH_SPEC" \
     --build-arg WHEELS_URL="$wheels_url" \
     . >"$WORK/build.log" 2>&1 || die "image build failed: $(tail -20 "$WORK/build.log")"
-log "project image built in $(( $(date +%s) - started )) s"
+# The image's own check of the fused CPU ops: without them a worker serves on the slower
+# torch ops, which is no failure to start and so would pass unnoticed.
+grep -q "fused CPU ops: built" "$WORK/build.log" \
+    || die "the image does not build the fused CPU ops: $(grep -i -m3 'error' "$WORK/build.log")"
+took "project image built"
 
 # --- run ------------------------------------------------------------------------------
 compose=("${compose_bin[@]}" -p "$PROJECT")
@@ -143,7 +157,6 @@ if [ "$STORE" = 1 ]; then
     compose+=(--profile store)
     export SPATE_STORE_URL=redis://redis:6379/0
 fi
-started=$(date +%s)
 "${compose[@]}" up -d --no-build --quiet-pull
 base="http://127.0.0.1:$SPATE_PORT"
 log "waiting for $base/ready"
@@ -153,8 +166,15 @@ for _ in $(seq "$READY_TIMEOUT_S"); do
     ready=""
     sleep 1
 done
-[ -n "$ready" ] || die "/ready did not answer 200 within ${READY_TIMEOUT_S}s"
-log "ready after $(( $(date +%s) - started )) s: $ready"
+[ -n "$ready" ] || die "/ready did not answer 200 within ${READY_TIMEOUT_S}s: $(curl -sS "$base/ready" 2>&1)"
+took "stack up and ready ($ready)"
+# The worker says what it runs on: the fused CPU ops here, or a fallback with its reason.
+"$PY" -c '
+import json, sys
+kernels = json.loads(sys.argv[1]).get("kernels", {})
+fallbacks = {model: k["fallback"] for model, k in kernels.items() if k.get("fallback")}
+sys.exit(f"the worker fell back: {fallbacks}" if fallbacks or not kernels else 0)' "$ready" \
+    || die "the worker does not run its fused ops: $ready"
 
 curl -fsS "$base/" | grep -q "spate playground" || die "GET / is not the playground"
 
@@ -162,11 +182,16 @@ body='{"model":"SmolLM2-135M-Instruct","input":"Say hello","stream":true,"max_ou
 stream=$(curl -fsSN --max-time 300 "$base/v1/responses" -H 'content-type: application/json' -d "$body")
 grep -q '^event: response.output_text.delta' <<<"$stream" || die "no output_text.delta in: $stream"
 grep -Eq '^event: response.(completed|incomplete)' <<<"$stream" || die "no terminal event in: $stream"
+# Every data line is an event's JSON but the last, the terminal `[DONE]` the API sends.
 answer=$(grep '^data: ' <<<"$stream" | sed 's/^data: //' | "$PY" -c '
 import json, sys
-events = [json.loads(line) for line in sys.stdin]
-print("".join(e["delta"] for e in events if e["type"] == "response.output_text.delta"))')
-log "streamed answer: $answer"
+lines = [line.strip() for line in sys.stdin if line.strip()]
+if lines and lines[-1] == "[DONE]":
+    lines.pop()
+events = [json.loads(line) for line in lines]
+print("".join(e["delta"] for e in events if e["type"] == "response.output_text.delta"))') \
+    || die "the stream does not read as events: $stream"
+took "streamed answer ($answer)"
 
 if [ "$STORE" = 1 ]; then
     id=$(grep '^data: ' <<<"$stream" | head -1 | sed 's/^data: //' \
@@ -176,6 +201,6 @@ if [ "$STORE" = 1 ]; then
         sleep 1
     done
     curl -fsS "$base/v1/responses/$id" | grep -q '"status"' || die "stored response $id not found"
-    log "stored response $id read back from Redis"
+    took "stored response $id read back from Redis"
 fi
-log "OK"
+log "OK in $(( $(date +%s) - checked_since )) s"

@@ -17,13 +17,15 @@ ROOT = Path(__file__).resolve().parent.parent
 class SpateProcess:
     """One `python -m cli.main ...` child, its output in a log file, stopped by pid."""
 
-    def __init__(self, args: list[str], env: dict[str, str], name: str) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str], name: str, cwd: Path = ROOT
+    ) -> None:
         self.name = name
         self.log_path = Path(tempfile.mkdtemp(prefix=f"spate-{name}-")) / "output.log"
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "cli.main", *args],
-            cwd=ROOT, env={**os.environ, **env}, stdout=self._log, stderr=subprocess.STDOUT,
+            cwd=cwd, env={**os.environ, **env}, stdout=self._log, stderr=subprocess.STDOUT,
         )
 
     def output(self) -> str:

@@ -12,8 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+
+from events import KernelBackend
 
 # Seconds a decode or prefill step takes: a few ms on a GPU, up to seconds on a CPU.
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -35,12 +42,21 @@ class WorkerCounts:
 
 
 class WorkerCollector(Collector):
-    def __init__(self, counts: WorkerCounts, engine: Any) -> None:
+    def __init__(self, counts: WorkerCounts, engine: Any, kernels: KernelBackend | None) -> None:
         self._counts = counts
         self._engine = engine
+        self._kernels = kernels
 
     def collect(self) -> Iterator[Metric]:
         counts = self._counts
+        if self._kernels is not None:
+            # A fallback to slower ops shows as backend="torch" with its reason.
+            yield InfoMetricFamily(
+                "spate_worker_kernel_backend",
+                "The kernel backend the model runs on, and why it fell back where it did.",
+                value={"backend": self._kernels.name, "ops": self._kernels.ops,
+                       "fallback": self._kernels.fallback or ""},
+            )
         for name, help_text, value in (
             ("spate_worker_generated_tokens", "Tokens generated (reasoning, text and tool calls).", counts.tokens_generated),
             ("spate_worker_prefilled_tokens", "Prompt tokens computed by prefill (prefix-cache hits excluded).", counts.tokens_prefilled),
@@ -83,9 +99,9 @@ class WorkerMetrics:
         )
         self._server: Any = None
 
-    def watch(self, engine: Any) -> None:
-        """Read `engine`'s state from now on."""
-        self.registry.register(WorkerCollector(self.counts, engine))
+    def watch(self, engine: Any, kernels: KernelBackend | None = None) -> None:
+        """Read `engine`'s state from now on (and report the kernel backend it runs on)."""
+        self.registry.register(WorkerCollector(self.counts, engine, kernels))
 
     def observe_step(self, seconds: float) -> None:
         self.step_time.observe(seconds)

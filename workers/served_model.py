@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from events import ModelCard, RequestAccepted
+from events import KernelBackend, ModelCard, RequestAccepted
 from workers.output.tool_prompt import ToolPrompt
 
 if TYPE_CHECKING:  # torch-heavy: imported when a model is loaded, not with this module
@@ -75,7 +75,7 @@ class EngineModel:
 
     def __init__(
         self, loaded: LoadedModel, engine: LLMEngine, served_name: str, worker_id: str,
-        grammars: GrammarCompiler | BudgetedGrammarCompiler,
+        grammars: GrammarCompiler | BudgetedGrammarCompiler, kernels: KernelBackend | None = None,
     ) -> None:
         self.loaded = loaded
         self.engine = engine
@@ -96,6 +96,7 @@ class EngineModel:
             input_modalities=("text",),
             worker_id=worker_id,
             created_at=time.time(),
+            kernels=kernels,
         )
 
     def build_prompt(self, request: RequestAccepted) -> Prompt:
@@ -197,17 +198,17 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
     grammars = BudgetedGrammarCompiler(local.tokenizer_info, local.vocab_size,
                                        settings.grammar_timeout_s, settings.grammar_memory_bytes)
     grammars.start()
-    precision = str(dtype).removeprefix("torch.")
-    if matmul_dtype != dtype and loaded.weights != "quantized":
-        precision += f" (linears in {str(matmul_dtype).removeprefix('torch.')})"
+    kernels = kernel_backend(settings.kernels, engine.model_runner.ops.backend, device)
     threads = torch.get_num_threads()
-    log.info("loaded %s on %s in %s, %s weights (kernels: %s) on %d thread%s in %.1fs; "
-             "speculative decoding %s", loaded.name, device, precision, loaded.weights,
-             engine.model_runner.ops.backend,
-             threads, "" if threads == 1 else "s", time.perf_counter() - started,
+    log.info("loaded %s on %s in %.1fs: compute %s, weights %s, kernels: %s%s, %d thread%s; "
+             "speculative decoding %s", loaded.name, device, time.perf_counter() - started,
+             _dtype_name(dtype), weight_format(loaded, matmul_dtype), kernels.ops,
+             f" ({kernels.fallback})" if kernels.fallback else "",
+             threads, "" if threads == 1 else "s",
              "on" if engine.speculator is not None else "off")
     served = EngineModel(
-        loaded, engine, settings.served_model_name or loaded.name, settings.worker_id, grammars
+        loaded, engine, settings.served_model_name or loaded.name, settings.worker_id, grammars,
+        kernels,
     )
     # The model, tokenizer and engine live as long as the process: out of the cyclic
     # collector's way, whose full collections walked them all (a tenth of a served
@@ -215,3 +216,25 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
     gc.collect()
     gc.freeze()
     return served
+
+
+def kernel_backend(requested: str, chosen: str, device: str) -> KernelBackend:
+    """The backend the model runs on, in words, with why it fell back where it did."""
+    import kernels
+
+    return KernelBackend(
+        name=chosen, ops=kernels.BACKEND_OPS.get(chosen, chosen),
+        fallback=kernels.fallback_reason(requested, chosen, device),
+    )
+
+
+def weight_format(loaded: LoadedModel, matmul_dtype: Any) -> str:
+    """What the linears compute from, named apart from the compute dtype: the file's own
+    quantized blocks ("Q4_1 (quantized)") or dense weights in the dtype they are held in."""
+    if loaded.weights == "quantized":
+        return f"{'+'.join(loaded.quantizations) or 'as stored'} (quantized)"
+    return f"dense {_dtype_name(matmul_dtype)}"
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")

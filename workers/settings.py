@@ -62,3 +62,6 @@ class WorkerSettings(JournalSettings):
     # Prometheus metrics on http://<metrics_host>:<metrics_port>/metrics; None: not served.
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     metrics_host: str = "127.0.0.1"
+    # Where the worker writes one line saying why, when its model cannot load (it then
+    # exits with code 78); `spate serve` names a file here to print that line as it stops.
+    failure_file: str | None = None

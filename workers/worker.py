@@ -18,6 +18,7 @@ from workers.cache_events import CacheEvents
 from workers.engine_loop import EngineLoop
 from workers.job import Job
 from workers.job_start import JobEnds, JobStart
+from workers.load_failure import ModelLoadFailed, load_failure, write_failure_file
 from workers.metrics import WorkerMetrics
 from workers.output.step_events import usage_of
 from workers.served_model import InvalidRequest, ServedModel, check_served_model
@@ -68,8 +69,7 @@ class Worker:
         if not await self._journal.wait_connected(stop):
             await self._journal.close()
             return
-        self._served = await asyncio.to_thread(self._load, self.settings)
-        check_served_model(self._served)
+        self._served = await self._load_model()
         loop = asyncio.get_running_loop()
         self._engine = EngineLoop(
             self._served.engine, self._outputs.put_nowait, self._on_engine_failure,
@@ -82,7 +82,7 @@ class Worker:
             JobEnds(self._fail, self._finish_cancelled, self._give_back, self._end_failed,
                     self._on_fenced),
         )
-        self.metrics.watch(self._served.engine)
+        self.metrics.watch(self._served.engine, self._served.card.kernels)
         if self.settings.metrics_port is not None:
             self.metrics.serve(self.settings.metrics_host, self.settings.metrics_port)
             log.info("metrics at http://%s:%d/metrics", self.settings.metrics_host,
@@ -124,6 +124,28 @@ class Worker:
             with contextlib.suppress(Exception):
                 await self._journal.registry.withdraw(card.name, self.settings.worker_id)
             await self._journal.close()
+
+    async def _load_model(self) -> ServedModel:
+        """The model, loaded; or, where it cannot be, the reason published for the API
+        (clients asking for the model are told why) and ModelLoadFailed raised. A model
+        that loads clears an earlier failure to load it."""
+        try:
+            served = await asyncio.to_thread(self._load, self.settings)
+            check_served_model(served)
+        except Exception as error:
+            failure = load_failure(self.settings, error)
+            try:
+                await self._journal.registry.report_load_failure(failure)
+            except Exception as publish_error:
+                log.warning("could not publish the load failure: %s", publish_error)
+            write_failure_file(self.settings, failure)
+            await self._journal.close()
+            raise ModelLoadFailed(failure) from error
+        try:
+            await self._journal.registry.clear_load_failure(served.card.name)
+        except Exception as error:
+            log.warning("could not clear an earlier load failure: %s", error)
+        return served
 
     async def _consume(
         self, requests: DurableConsumer, stop: asyncio.Event, idle_s: float | None = None

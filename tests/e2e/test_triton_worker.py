@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from kernels import BACKEND_OPS
 from tests.conftest import Stack
 from tests.model.tiny_checkpoint import write_tiny_checkpoint
 from tests.processes import SpateProcess, wait_for
@@ -42,7 +43,8 @@ def tiny_workers(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iter
         ready = wait_for(lambda: set(names) <= served(stack) or not all(w.alive() for w in workers), 300, 0.5)
         assert ready and all(w.alive() for w in workers), "\n".join(w.output()[-2000:] for w in workers)
         for worker, (_, kernels) in zip(workers, names.values(), strict=True):
-            assert f"(kernels: {kernels})" in worker.output(), worker.output()[-2000:]
+            # The start line names the backend asked for, in words, with no fallback.
+            assert f"kernels: {BACKEND_OPS[kernels]}," in worker.output(), worker.output()[-2000:]
         yield {name: kernels for name, (_, kernels) in names.items()}
     finally:
         for worker in workers:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from events import ModelCard
+from events import ModelCard, ModelLoadFailure
 from journal import Journal
 
 
@@ -60,3 +60,17 @@ async def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> boo
             return False
         await asyncio.sleep(0.01)
     return True
+
+
+async def test_a_load_failure_is_kept_until_a_worker_loads_the_model(journal: Journal) -> None:
+    failure = ModelLoadFailure(name="broken-model", source="/models/broken.gguf",
+                               reason="unsupported GGUF architecture 'mamba'", worker_id="w1")
+    assert await journal.registry.load_failure("broken-model") is None
+    await journal.registry.report_load_failure(failure)
+    assert await journal.registry.load_failure("broken-model") == failure
+    assert failure in await journal.registry.load_failures()
+
+    await journal.registry.clear_load_failure("broken-model")
+    assert await journal.registry.load_failure("broken-model") is None
+    assert failure not in await journal.registry.load_failures()
+    await journal.registry.clear_load_failure("never-failed")  # nothing to clear: no error

@@ -62,6 +62,8 @@ class LoadedModel:
     # What the linear layers compute with: "quantized" (the file's own 4/8-bit groups)
     # or "bf16" (dense weights in the model dtype).
     weights: str = "bf16"
+    # The file's quantizations the quantized linears compute from ("Q4_1", ...).
+    quantizations: tuple[str, ...] = ()
 
 
 def served_model_path(name: str) -> Path:
@@ -188,20 +190,20 @@ def resolve_weights(
     return requested
 
 
-def _use_quantized_linears(model: CausalLM, checkpoint: Checkpoint) -> int:
+def _use_quantized_linears(model: CausalLM, checkpoint: Checkpoint) -> tuple[str, ...]:
     """Swap each linear the file stores quantized for its quantized form (the fused op's
     float32 `GroupLinear` where the model runs the fused CPU ops, torch's bfloat16
-    kernels otherwise: quantized_linear); returns how many."""
+    kernels otherwise: quantized_linear); returns the quantizations swapped in."""
     if checkpoint.read_quantized is None:
-        return 0
+        return ()
     fused = model.ops.backend == "cpu"
-    swapped = 0
+    kinds: set[str] = set()
     for module_name, weight in fuse_by_module(checkpoint.read_quantized()).items():
         if module_name == "embed_tokens":
             # The lookup keeps the dense table; a tied output projection reads this one.
             if model.lm_head is None:
                 model.tied_lm_head = quantized_linear(weight, None, fused=fused)
-                swapped += 1
+                kinds.add(weight.kind)
             continue
         parent_name, _, child_name = module_name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
@@ -209,8 +211,8 @@ def _use_quantized_linears(model: CausalLM, checkpoint: Checkpoint) -> int:
         setattr(
             parent, child_name, quantized_linear(weight, getattr(dense, "bias", None), fused=fused)
         )
-        swapped += 1
-    return swapped
+        kinds.add(weight.kind)
+    return tuple(sorted(kinds))
 
 
 def load_model(
@@ -238,8 +240,7 @@ def load_model(
     model.load_weights(checkpoint.read_weights(dtype))
     model.requires_grad_(False).eval()
     chosen = resolve_weights(weights, checkpoint, device, fused=model.ops.backend == "cpu")
-    if chosen == "quantized":
-        _use_quantized_linears(model, checkpoint)
+    quantizations = _use_quantized_linears(model, checkpoint) if chosen == "quantized" else ()
     # Linears left dense (all of them for bf16 weights) are prepacked.
     matmul_dtype = matmul_dtype or dtype
     if prepacking_available(device, matmul_dtype):
@@ -261,4 +262,5 @@ def load_model(
         chat_template=template,
         profile=profile,
         weights=chosen,
+        quantizations=quantizations,
     )
