@@ -78,7 +78,7 @@ def _write_gguf(path, config: dict, state: dict[str, torch.Tensor], hf_dir) -> N
     writer.add_rope_freq_base(config["rope_theta"])
     writer.add_vocab_size(config["vocab_size"])
     writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
     writer.add_token_list(tokens + padding)
     writer.add_token_merges(merges)
     writer.add_token_types([3 if t in specials else 1 for t in tokens] + [3] * len(padding))

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from workers.model.checkpoint import Checkpoint, NamedTensors, QuantizedTensors
 from workers.model.config import ModelConfig
-from workers.model.gguf_tokenizer import build_gguf_tokenizer
+from workers.model.gguf_tokenizer import build_gguf_tokenizer, read_gguf_vocabulary
 from workers.model.group_quantized import SUPPORTED_TYPES, decode_blocks
 from workers.model.tokenizer import Tokenizer, chat_eos_token_ids
 
@@ -143,13 +143,7 @@ def read_gguf(path: Path, name: str | None = None) -> Checkpoint:
     tokens = list(_field(reader, "tokenizer.ggml.tokens") or [])
     if not tokens:
         raise ValueError(f"{path} has no tokenizer vocabulary")
-    backend = build_gguf_tokenizer(
-        model=_field(reader, "tokenizer.ggml.model"),
-        pre=_field(reader, "tokenizer.ggml.pre", "default"),
-        tokens=tokens,
-        merges=list(_field(reader, "tokenizer.ggml.merges") or []),
-        token_types=list(_field(reader, "tokenizer.ggml.token_type") or []),
-    )
+    backend = build_gguf_tokenizer(read_gguf_vocabulary(path))
     template = _field(reader, "tokenizer.chat_template")
     if not config.eos_token_ids:
         raise ValueError(f"{path} names no eos token")

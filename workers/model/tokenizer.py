@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 
 import tokenizers
@@ -19,6 +20,9 @@ class Tokenizer:
         bos_token_id: int | None = None,
     ):
         self.backend = backend
+        # `encode_special_tokens` is a setting of the backend, not of one call: encodes take
+        # turns so that one asking for literal specials cannot change another's result.
+        self._encode_lock = threading.Lock()
         self.bos_token_id = bos_token_id
         self.eos_token_ids: tuple[int, ...] = tuple(dict.fromkeys(eos_token_ids))
         if not self.eos_token_ids:
@@ -31,13 +35,23 @@ class Tokenizer:
             if not 0 <= token_id < self.vocab_size:
                 raise ValueError(f"special token id {token_id} is outside the vocabulary")
 
-    def encode(self, text: str, add_bos_token: bool = False) -> list[int]:
-        """Token ids of `text`; special tokens written in the text become their single ids.
+    def encode(
+        self, text: str, add_bos_token: bool = False, parse_special: bool = True
+    ) -> list[int]:
+        """Token ids of `text`; special tokens written in the text become their single ids,
+        or, with `parse_special=False`, are tokenized as the text they are spelled with
+        (user-defined tokens such as `<think>` stay whole either way, as in llama.cpp).
 
         The backend's post-processor is bypassed: chat templates write BOS themselves, so
         adding it here too would double it.
         """
-        ids = self.backend.encode(text, add_special_tokens=False).ids
+        with self._encode_lock:
+            setting = self.backend.encode_special_tokens
+            self.backend.encode_special_tokens = not parse_special
+            try:
+                ids = self.backend.encode(text, add_special_tokens=False).ids
+            finally:
+                self.backend.encode_special_tokens = setting
         if add_bos_token:
             if self.bos_token_id is None:
                 raise ValueError("this tokenizer has no BOS token")
