@@ -12,6 +12,11 @@ import pytest
 
 from tests.llama_cpp_source import llama_cpp_tree, vocab_files
 from workers.model.detokenizer import IncrementalDetokenizer
+from workers.model.gguf_pre_tokenizer import (
+    SUPPORTED_PRE_TOKENIZERS,
+    byte_level_pre_tokenizer,
+    pre_tokenizer_rule,
+)
 from workers.model.gguf_tokenizer import (
     TOKEN_TYPE_NORMAL,
     GgufVocabulary,
@@ -134,6 +139,30 @@ def test_unsupported_pre_tokenizer_is_refused_in_one_line(vocabulary_file):
     assert "qwen2" in message and "llama-bpe" in message
 
 
+@pytest.mark.parametrize("name", SUPPORTED_PRE_TOKENIZERS)
+def test_every_pre_tokenizer_compiles_and_splits(name):
+    words = byte_level_pre_tokenizer(pre_tokenizer_rule(name)).pre_tokenize_str(
+        "Hello world's 12345 x\n\n  y"
+    )
+    assert "".join(word for word, _ in words) == "HelloĠworld'sĠ12345ĠxĊĊĠĠy"
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("tekken", ["Hello", "World", "Ġ", "1", "2", "3", "4"]),
+        ("gpt-4o", ["Hello", "World", "Ġ", "123", "4"]),
+        ("llama-bpe", ["HelloWorld", "Ġ", "123", "4"]),
+        ("qwen2", ["HelloWorld", "Ġ", "1", "2", "3", "4"]),
+        ("smollm", ["HelloWorld", "Ġ", "1", "2", "3", "4"]),
+    ],
+)
+def test_case_and_digit_splits(name, words):
+    """Mistral's tekken and o200k split at a change of case; digits go one, or three, at a time."""
+    split = byte_level_pre_tokenizer(pre_tokenizer_rule(name)).pre_tokenize_str("HelloWorld 1234")
+    assert [word for word, _ in split] == words
+
+
 def _random_texts(file: VocabularyFile, count: int, seed: int) -> list[str]:
     """Vocabulary pieces, runs of spaces and newlines and snippets of the test inputs glued
     together: text where merge order and byte fallback both matter."""
@@ -237,3 +266,20 @@ def test_incremental_decoding_after_a_prompt_is_the_text_in_context(vocabulary_f
     text = "".join(detokenizer.push(token_id) for token_id in answer) + detokenizer.flush()
     in_context = tokenizer.decode(prompt + answer)
     assert text == in_context[len(tokenizer.decode(prompt)) :] == " Paris is nice."
+
+
+@pytest.mark.parametrize(
+    ("name", "token", "text"),
+    [
+        ("llama-spm", "\u2581Hello", " Hello"),
+        ("llama-spm", "Hello", "Hello"),
+        ("llama-spm", "<0x0A>", "\n"),
+        ("gemma-4", "\u2581Hello", " Hello"),
+        ("qwen2", "\u0120Hello", " Hello"),
+    ],
+)
+def test_token_text_keeps_a_leading_space(vocabulary_file, name, token, text):
+    """A token's text as logprobs show it: the space its `▁` stands for stays, which decoding
+    the token alone as a whole text would drop."""
+    tokenizer = vocabulary_file(name).tokenizer
+    assert tokenizer.token_text(tokenizer.token_to_id(token)) == text

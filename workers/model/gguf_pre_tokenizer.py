@@ -68,36 +68,76 @@ class PreTokenizerRule:
     ignore_merges: bool = False
 
 
+_GPT2_RULE = PreTokenizerRule((_GPT2,))
 _STARCODER = PreTokenizerRule((r"\p{N}", _GPT2))
+_LLAMA3_RULE = PreTokenizerRule((_LLAMA3,), ignore_merges=True)
+_QWEN2_RULE = PreTokenizerRule((_QWEN2,))
+_GPT4O_RULE = PreTokenizerRule((_GPT4O,))
 _RULES: dict[str, PreTokenizerRule] = {
     # llama.cpp's fallback for a file that names no pre-tokenizer.
     "default": PreTokenizerRule((r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", "[0-9][0-9][0-9]")),
-    "gpt-2": PreTokenizerRule((_GPT2,)),
-    "phi-2": PreTokenizerRule((_GPT2,)),
-    "mpt": PreTokenizerRule((_GPT2,)),
-    "olmo": PreTokenizerRule((_GPT2,)),
-    "exaone4": PreTokenizerRule((_GPT2,)),
-    "starcoder": _STARCODER,
-    "refact": _STARCODER,
-    "command-r": _STARCODER,
-    "smollm": _STARCODER,
-    "codeshell": _STARCODER,
-    "exaone": _STARCODER,
-    "llama-bpe": PreTokenizerRule((_LLAMA3,), ignore_merges=True),
-    "llama3": PreTokenizerRule((_LLAMA3,), ignore_merges=True),
-    "llama-v3": PreTokenizerRule((_LLAMA3,), ignore_merges=True),
-    "falcon3": PreTokenizerRule((_LLAMA3,), ignore_merges=True),
-    "pixtral": PreTokenizerRule((_LLAMA3,), ignore_merges=True),
+    **dict.fromkeys(
+        (
+            "gpt-2",
+            "phi-2",
+            "mpt",
+            "olmo",
+            "exaone4",
+            "granite-docling",
+            "trillion",
+            "gigachat",
+            "a.x-4.0",
+            "mellum",
+        ),
+        _GPT2_RULE,
+    ),
+    **dict.fromkeys(
+        (
+            "starcoder",
+            "refact",
+            "command-r",
+            "smollm",
+            "codeshell",
+            "exaone",
+            "minerva-7b",
+            "mellum2",
+        ),
+        _STARCODER,
+    ),
+    **dict.fromkeys(
+        (
+            "llama-bpe",
+            "llama3",
+            "llama-v3",
+            "falcon3",
+            "falcon-h1",
+            "pixtral",
+            "midm-2.0",
+            "lfm2",
+            "jina-v5-nano",
+            "glm4",
+        ),
+        _LLAMA3_RULE,
+    ),
     "dbrx": PreTokenizerRule((_LLAMA3,)),
     "smaug-bpe": PreTokenizerRule((_LLAMA3,)),
-    "qwen2": PreTokenizerRule((_QWEN2,)),
-    "deepseek-r1-qwen": PreTokenizerRule((_QWEN2,)),
-    "stablelm2": PreTokenizerRule((_QWEN2,)),
-    "megrez": PreTokenizerRule((_QWEN2,)),
+    "chatglm-bpe": PreTokenizerRule((_LLAMA3,)),
+    **dict.fromkeys(
+        (
+            "qwen2",
+            "deepseek-r1-qwen",
+            "kormo",
+            "f2llmv2",
+            "megrez",
+            "stablelm2",
+            "hunyuan",
+            "solar-open",
+        ),
+        _QWEN2_RULE,
+    ),
     "qwen35": PreTokenizerRule((_QWEN35,)),
     "tekken": PreTokenizerRule((_TEKKEN,), ignore_merges=True),
-    "gpt-4o": PreTokenizerRule((_GPT4O,)),
-    "llama4": PreTokenizerRule((_GPT4O,)),
+    **dict.fromkeys(("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"), _GPT4O_RULE),
     "deepseek-llm": PreTokenizerRule(
         (
             r"[\r\n]",

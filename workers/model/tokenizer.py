@@ -61,6 +61,16 @@ class Tokenizer:
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
+    def token_text(self, token_id: int) -> str:
+        """The text one token adds inside a text (for logprobs). Decoded alone, a
+        SentencePiece token's leading `▁` would be taken for the start of text and dropped,
+        so the token is decoded after an anchor (the eos token, always whole) and the
+        anchor's text is cut off."""
+        anchor = self.eos_token_ids[0]
+        before = self.backend.decode([anchor], skip_special_tokens=False)
+        text = self.backend.decode([anchor, token_id], skip_special_tokens=False)
+        return text[len(before) :] if text.startswith(before) else text
+
     def token_to_id(self, token: str) -> int | None:
         return self.backend.token_to_id(token)
 
