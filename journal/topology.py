@@ -38,12 +38,15 @@ LOAD_FAILURE_TTL_S = 900.0
 
 
 def stream_configs(settings: JournalSettings) -> list[dict[str, Any]]:
+    # JetStream refuses a duplicate window longer than the stream's max age: a short
+    # SPATE_EVENTS_MAX_AGE_S shortens it too (an id cannot outlive its message anyway).
+    duplicate_window = min(DUPLICATE_WINDOW_S, settings.events_max_age_s)
     return [
         {
             "name": REQUESTS_STREAM,
             "subjects": [f"{REQUESTS_SUBJECT_PREFIX}.>"],
             "max_age": settings.events_max_age_s,
-            "duplicate_window": DUPLICATE_WINDOW_S,
+            "duplicate_window": duplicate_window,
             "num_replicas": settings.stream_replicas,
         },
         {
@@ -53,7 +56,7 @@ def stream_configs(settings: JournalSettings) -> list[dict[str, Any]]:
                 f"{LEASES_SUBJECT_PREFIX}.>",
             ],
             "max_age": settings.events_max_age_s,
-            "duplicate_window": DUPLICATE_WINDOW_S,
+            "duplicate_window": duplicate_window,
             "num_replicas": settings.stream_replicas,
         },
     ]

@@ -56,7 +56,8 @@ def test_one_live_worker_or_a_silent_holder_is_not_routed_to() -> None:
 
 def test_a_longer_held_prefix_allows_more_skew() -> None:
     """A chain's history of about 1,100 tokens is worth two more requests of waiting on its
-    holder (one per 512 tokens here) before it goes to the shared queue."""
+    holder (one per 512 tokens here: SPATE_ROUTE_TOKENS_PER_SKEW) before it goes to the
+    shared queue."""
     routing = Router(max_skew=2, stale_s=60, tokens_per_skew=512)
     history = ["h" * 4400]
     routing.observe(CacheReport("m", "a", 0, prefix_digests(event(history))))

@@ -64,6 +64,8 @@ def test_every_event_names_its_lane() -> None:
 
 
 def test_held_chains_stay_within_their_bytes_dropping_the_least_recently_used() -> None:
+    """A connection's held history past SPATE_WS_HELD_BYTES (here three turns' worth)
+    drops the least recently used chain; a chain alone past it is not held."""
     turn = [{"type": "message", "role": "user", "content": [{"type": "input_text",
                                                              "text": "x" * 100}]}]
     held = HeldChains(3 * size_of(turn))

@@ -69,6 +69,7 @@ def test_a_grammar_past_its_time_budget_fails_clearly(budgeted: BudgetedGrammarC
 
 
 def test_a_grammar_past_its_memory_budget_fails_clearly(checkpoint) -> None:  # type: ignore[no-untyped-def]
+    """SPATE_GRAMMAR_MEMORY_BYTES, here one byte: the child is stopped at the budget."""
     local = GrammarCompiler(checkpoint.tokenizer, checkpoint.config.vocab_size)
     tight = BudgetedGrammarCompiler(local.tokenizer_info, local.vocab_size,
                                     timeout_s=60, memory_bytes=1)  # below any process
