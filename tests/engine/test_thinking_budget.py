@@ -13,7 +13,12 @@ from workers.engine import SamplingParams
 from workers.engine.sampling_params import SamplingParams as Params
 from workers.engine.sampling_params import sampling_params_of
 from workers.engine.sequence import Sequence
-from workers.engine.thinking_budget import ReasoningMarkers, ThinkEvent, ThinkingBudget
+from workers.engine.thinking_budget import (
+    ReasoningMarkers,
+    ThinkEvent,
+    ThinkingBudget,
+    holds_answer_open,
+)
 
 QUESTION = "Think step by step: how many minutes are there in a week?"
 
@@ -212,3 +217,64 @@ def test_budget_zero_forces_the_end_marker_first():
     assert [token_id for token_id, _ in events] == [9, 10, 11, 99]
     assert events[2][1] is ThinkEvent.CLOSED_BY_BUDGET
     assert logic.reasoning_tokens(seq) == 0
+
+
+def test_a_budgeted_sequence_may_not_end_inside_its_block_or_before_its_answer():
+    """Which steps of a budgeted request have their ending tokens masked: every free step in
+    the block, and the first step after it closes; not a forced step, not the answer's
+    second token, and nothing without a budget."""
+    seq, logic = make_sequence(budget=2, opens=True)
+    held = []
+    for token_id in [20, 21, 0, 0, 0, 40, 41]:
+        forced = logic.forced_token(seq)
+        held.append(holds_answer_open(seq, forced))
+        token_id = forced if forced is not None else token_id
+        seq.append_token(token_id)
+        logic.observe(seq, token_id)
+    assert held == [True, True, False, False, False, True, False]
+
+    unbudgeted, logic = make_sequence(budget=None, opens=True)
+    assert not holds_answer_open(unbudgeted, logic.forced_token(unbudgeted))
+
+
+ENDS_IN_ITS_BLOCK = ("What is the capital of France?", "What is 12 + 30?")
+
+
+@pytest.mark.parametrize("question", ENDS_IN_ITS_BLOCK)
+def test_a_budgeted_response_ends_in_an_answer(make_engine, render_prompt, question):
+    """The default model, which knows no think blocks, answers inside the block and ends
+    there (EOS) when nothing holds it; with a budget it may not, so the block closes and an
+    answer follows. Without a budget the same request still ends inside its block."""
+    prompt, _ = render_prompt(question, enable_thinking=True)
+    engine = make_engine(speculation=plain_decoding())
+    engine.add_request("free", prompt, SamplingParams.of(temperature=0.0, max_output_tokens=48),
+                       prompt_opens_reasoning=True)
+    engine.add_request("budgeted", prompt, SamplingParams.of(
+        temperature=0.0, max_output_tokens=48, thinking_token_budget=16,
+    ), prompt_opens_reasoning=True)
+    generations = run_to_completion(engine)
+    free, budgeted = generations["free"], generations["budgeted"]
+    assert free.final.finish_reason == "stop" and free.text("reasoning").strip()
+    assert free.text("text") == ""
+    assert budgeted.text("reasoning").strip() and budgeted.text("text").strip()
+    assert [o.reasoning_ended for o in budgeted.outputs if o.reasoning_ended] == ["budget"]
+
+
+def test_the_answer_does_not_end_at_its_first_token(make_engine, loaded_model, thinking_prompt):
+    """The first token after the forced end marker may not end the response: here the token
+    the model writes there is made a stop token, which without the rule would end the
+    response with an empty answer."""
+    params = SamplingParams.of(temperature=0.0, max_output_tokens=12, thinking_token_budget=4)
+    engine = make_engine(speculation=plain_decoding())
+    engine.add_request("probe", thinking_prompt, params, prompt_opens_reasoning=True)
+    probe = run_to_completion(engine)["probe"].token_ids
+    end_marker = loaded_model.tokenizer.encode(loaded_model.profile.reasoning_end)
+    first_answer_token = probe[4 + len(end_marker)]
+
+    engine.add_request("r", thinking_prompt, dataclasses.replace(
+        params, sampling=params.sampling.model_copy(update={"stop_token_ids": (first_answer_token,)})
+    ), prompt_opens_reasoning=True)
+    generation = run_to_completion(engine)["r"]
+    answer_ids = generation.token_ids[4 + len(end_marker):]
+    assert answer_ids and answer_ids[0] != first_answer_token
+    assert generation.text("text")

@@ -17,6 +17,7 @@ import torch
 from kernels import KernelOps
 from workers.engine.grammar import GrammarMasks, holds_open, picks_next_token
 from workers.engine.sequence import Sequence
+from workers.engine.thinking_budget import holds_answer_open
 
 LOWEST_LOGPROB = -9999.0
 
@@ -64,7 +65,7 @@ class Sampler:
             self._grammar_masks.apply(logits, seqs, grammar_rows)
         open_rows = [
             row for row, (seq, forced) in enumerate(zip(seqs, forced_token_ids, strict=True))
-            if holds_open(seq, forced)
+            if holds_open(seq, forced) or holds_answer_open(seq, forced)
         ]
         if open_rows:
             self._grammar_masks.forbid_ending(logits, seqs, open_rows)

@@ -33,6 +33,8 @@ class ThinkState:
     # The end marker's tokens still to force, once a block used its budget.
     forced_token_ids: list[int] = field(default_factory=list)
     num_reasoning_tokens: int = 0
+    # A block just closed and no answer token has followed yet.
+    awaiting_answer: bool = False
 
 
 @dataclass(slots=True)

@@ -7,6 +7,16 @@ are the same tokens. Reasoning tokens are the tokens strictly between a start ma
 the prompt opening a block) and the end marker: neither marker's tokens count. So with
 budget N and a model that would think longer, exactly N tokens lie between the markers
 and the request reports N reasoning tokens.
+
+A request with a budget asked for reasoning *then an answer*, so its response may not end
+before the answer has begun (`holds_answer_open`): not inside a think block, which the
+model's end marker or the budget's closes within the budget, and not at the first token
+after the block. Without this, a model that knows no think blocks (the default
+SmolLM2-135M, whose thinking is a template variant) mostly answered inside the block and
+sampled EOS there, or sampled EOS right after the forced end marker: reasoning and no
+answer. It is vLLM's `min_tokens` (stop tokens masked) applied to the two places an
+answer can be lost, bounded by the budget plus one token. Without a budget nothing is
+masked: a block could then run to the end of the context.
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ class ThinkingBudget:
         seq.think.tokens_in_block = 0
         seq.think.forced_token_ids.clear()
         seq.think.num_reasoning_tokens = 0
+        seq.think.awaiting_answer = False
 
     def forced_token(self, seq: Sequence) -> int | None:
         """The token the next step must produce, or None to sample freely."""
@@ -77,6 +88,7 @@ class ThinkingBudget:
         else:
             # Only a replayed history that diverged from what was forced gets here.
             seq.think.forced_token_ids.clear()
+        seq.think.awaiting_answer = False
         if seq.think.in_block:
             seq.think.tokens_in_block += 1
             end = self.markers.end_token_ids
@@ -85,6 +97,7 @@ class ThinkingBudget:
                 seq.think.in_block = False
                 seq.think.tokens_in_block = 0
                 seq.think.forced_token_ids.clear()
+                seq.think.awaiting_answer = True
                 return ThinkEvent.CLOSED_BY_BUDGET if was_forced else ThinkEvent.CLOSED_BY_MODEL
             return None
         start = self.markers.start_token_ids
@@ -119,6 +132,15 @@ class ThinkingBudget:
             if tail[-length:] == list(marker[:length]):
                 return length
         return 0
+
+
+def holds_answer_open(seq: Sequence, forced_token_id: int | None) -> bool:
+    """Whether a budgeted request's next token may not end the sequence: it is thinking, or
+    its think block has just closed. (A forced token takes precedence; after the block, a
+    grammar answer is left to its grammar, which may allow only the end.)"""
+    if forced_token_id is not None or seq.params.thinking_token_budget is None:
+        return False
+    return seq.think.in_block or (seq.think.awaiting_answer and seq.grammar is None)
 
 
 def _ends_with(token_ids: list[int], suffix: tuple[int, ...]) -> bool:
