@@ -1,4 +1,11 @@
-"""ChatTemplate: renders a model's Jinja chat template the way Hugging Face's apply_chat_template does."""
+"""ChatTemplate: renders a model's Jinja chat template the way Hugging Face's apply_chat_template does.
+
+Same environment (sandbox, trim_blocks/lstrip_blocks, loopcontrols, `raise_exception`,
+`strftime_now`, a plain-JSON `tojson`, `dict`, a namespace without dunder attributes) and
+the same conversation as the template sees it: keys whose value is None dropped (templates
+test `'tool_calls' in message`), a message's reasoning under both `reasoning_content` and
+`thinking`, `tools` and `documents` always defined.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,9 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 # Names render() sets itself; kwargs may not override them.
-_RESERVED = frozenset({"messages", "tools", "add_generation_prompt"})
+_RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
+# A message's reasoning, by the names clients and templates use for it; the first one set wins.
+_REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 
 class ChatTemplateError(ValueError):
@@ -51,6 +60,49 @@ def _strftime_now(format: str) -> str:
     return datetime.now().strftime(format)
 
 
+class _TemplateDict:
+    """`dict(...)` for templates, without the type itself (whose attributes reach further)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any) -> dict[Any, Any]:
+        return dict.fromkeys(*args)
+
+
+class _TemplateNamespace(jinja2.utils.Namespace):
+    """Jinja's namespace, refusing underscore attributes (the way to CPython's internals)."""
+
+    def __init__(*args: Any, **kwargs: Any) -> None:
+        self, rest = args[0], args[1:]
+        attributes = dict(*rest, **kwargs)
+        for name in attributes:
+            _check_name(name)
+        jinja2.utils.Namespace.__init__(self, attributes)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _check_name(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+
+def _check_name(name: object) -> None:
+    if isinstance(name, str) and name.startswith("_"):
+        raise jinja2.exceptions.SecurityError(f"a namespace may not hold {name!r}")
+
+
+def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as transformers hands them to a template: None values dropped, and
+    reasoning under both `reasoning_content` and `thinking` (gpt-oss templates read that)."""
+    shown = []
+    for message in messages:
+        message = {key: value for key, value in message.items() if value is not None}
+        reasoning = next((message[key] for key in _REASONING_FIELDS if key in message), None)
+        if reasoning is not None:
+            message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+        shown.append(message)
+    return shown
+
+
 def _environment() -> ImmutableSandboxedEnvironment:
     environment = ImmutableSandboxedEnvironment(
         trim_blocks=True,
@@ -60,6 +112,8 @@ def _environment() -> ImmutableSandboxedEnvironment:
     environment.filters["tojson"] = _tojson
     environment.globals["raise_exception"] = _raise_exception
     environment.globals["strftime_now"] = _strftime_now
+    environment.globals["dict"] = _TemplateDict()
+    environment.globals["namespace"] = _TemplateNamespace
     return environment
 
 
@@ -116,8 +170,9 @@ class ChatTemplate:
         clashing = _RESERVED & context.keys()
         if clashing:
             raise ChatTemplateError(f"chat template kwargs may not set {sorted(clashing)}")
-        # tools is always defined (None when absent), as transformers renders it.
-        context.update(messages=messages, tools=tools, add_generation_prompt=add_generation_prompt)
+        # tools and documents are always defined (None when absent), as transformers has them.
+        context.update(messages=template_messages(messages), tools=tools, documents=None,
+                       add_generation_prompt=add_generation_prompt)
         try:
             return self._template.render(**context)
         except (jinja2.exceptions.TemplateError, TypeError) as error:
