@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from jinja2 import nodes
 from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+if TYPE_CHECKING:  # reasoning_format renders templates to find a switch
+    from workers.model.reasoning_format import ThinkingSwitch
 
 # Names render() sets itself; kwargs may not override them.
 _RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
@@ -138,11 +141,15 @@ class ChatTemplate:
         bos_token: str | None = None,
         eos_token: str | None = None,
         default_kwargs: dict[str, Any] | None = None,
+        thinking_switch: ThinkingSwitch | None = None,
     ):
         self.source = source
         self.bos_token = bos_token or ""
         self.eos_token = eos_token or ""
         self.default_kwargs = dict(default_kwargs or {})
+        # How `enable_thinking` reaches this template, where `enable_thinking` is not its
+        # own word for it (Granite's `thinking`, Magistral's system prompt).
+        self.thinking_switch = thinking_switch
         try:
             self._template = _environment().from_string(source)
         except jinja2.exceptions.TemplateSyntaxError as error:
@@ -158,13 +165,16 @@ class ChatTemplate:
         chat_template_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> str:
-        """The prompt text. Later sources win: defaults, chat_template_kwargs, keyword arguments."""
+        """The prompt text. Later sources win: defaults, chat_template_kwargs, keyword arguments;
+        `enable_thinking` also goes through the template's thinking switch."""
         context: dict[str, Any] = {"bos_token": self.bos_token, "eos_token": self.eos_token}
         context.update(self.default_kwargs)
         context.update(chat_template_kwargs or {})
         context.update(kwargs)
         if enable_thinking is not None:
             context["enable_thinking"] = enable_thinking
+            if self.thinking_switch is not None:
+                messages = self.thinking_switch.apply(messages, context, enable_thinking)
         if reasoning_effort is not None:
             context["reasoning_effort"] = reasoning_effort
         clashing = _RESERVED & context.keys()

@@ -115,13 +115,15 @@ def _profile_and_template(
     else:
         vocab = checkpoint.tokenizer.get_vocab()
         profile = detect_profile(
-            checkpoint.name, context_length, vocab, source, checkpoint.generation_config
+            checkpoint.name, context_length, vocab, source, checkpoint.generation_config,
+            bos_token=checkpoint.bos_token, eos_token=checkpoint.eos_token,
         )
     template = ChatTemplate(
         source,
         bos_token=checkpoint.bos_token,
         eos_token=checkpoint.eos_token,
         default_kwargs=dict(profile.default_chat_template_kwargs),
+        thinking_switch=profile.thinking_switch,
     )
     return profile, template
 

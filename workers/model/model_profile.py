@@ -6,9 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# Reasoning marker pairs, most specific first. A pair counts when both halves are single
-# tokens of the vocabulary (so the model can emit them) or both appear in the template.
-REASONING_MARKERS = (("<think>", "</think>"), ("<|begin_of_thought|>", "<|end_of_thought|>"))
+from workers.model.chat_template import ChatTemplate
+from workers.model.reasoning_format import (
+    ThinkingSwitch,
+    detect_reasoning_format,
+    prompt_opens_block,
+)
 
 # Tool-call conventions recognised from the template: name -> the text that opens a call.
 TOOL_CALL_FORMATS = (("hermes", "<tool_call>"), ("llama3_json", "<|python_tag|>"))
@@ -21,6 +24,10 @@ class ModelProfile:
     reasoning_start: str | None = None
     reasoning_end: str | None = None
     tool_call_format: str | None = None
+    # How `enable_thinking` reaches the template (workers/model/reasoning_format.py), and
+    # whether its generation prompt opens the think block itself.
+    thinking_switch: ThinkingSwitch | None = None
+    template_opens_reasoning: bool = False
     default_chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
     # Sampling values the model's authors recommend (temperature, top_p, top_k, min_p);
     # a request that leaves one out gets this instead of the API-wide default.
@@ -44,19 +51,20 @@ class ModelProfile:
         """
         if self.reasoning_start is None or self.reasoning_end is None:
             return False
-        start = rendered_prompt.rfind(self.reasoning_start)
-        return start >= 0 and rendered_prompt.find(self.reasoning_end, start) < 0
+        return prompt_opens_block(rendered_prompt, self.reasoning_start, self.reasoning_end)
 
-
-def detect_reasoning_markers(
-    vocab: Mapping[str, int], chat_template: str | None
-) -> tuple[str, str] | None:
-    for start, end in REASONING_MARKERS:
-        if start in vocab and end in vocab:
-            return start, end
-        if chat_template and start in chat_template and end in chat_template:
-            return start, end
-    return None
+    def describe_reasoning(self) -> str:
+        """The reasoning format in one line ("none" without markers)."""
+        if self.reasoning_start is None:
+            return "none"
+        opener = "the template" if self.template_opens_reasoning else "the model"
+        if self.thinking_switch is None:
+            switch = "always on"
+        elif self.thinking_switch.kind == "keyword":
+            switch = f"switched by `{self.thinking_switch.keyword}`"
+        else:
+            switch = "switched by the default system prompt"
+        return f"{self.reasoning_start}...{self.reasoning_end}, opened by {opener}, {switch}"
 
 
 def detect_tool_call_format(vocab: Mapping[str, int], chat_template: str | None) -> str | None:
@@ -77,15 +85,27 @@ def detect_profile(
     vocab: Mapping[str, int],
     chat_template: str | None,
     generation_config: Mapping[str, Any] | None = None,
+    bos_token: str | None = None,
+    eos_token: str | None = None,
 ) -> ModelProfile:
-    """A profile from what the checkpoint shows: its vocabulary and its chat template."""
-    markers = detect_reasoning_markers(vocab, chat_template)
+    """A profile from what the checkpoint shows: its vocabulary and its chat template
+    (rendered to see how it opens and switches reasoning)."""
+    template = None
+    if chat_template:
+        try:
+            template = ChatTemplate(chat_template, bos_token, eos_token)
+        except ValueError:
+            template = None  # the loader reports a template that does not parse
+    reasoning = detect_reasoning_format(vocab, template)
     return ModelProfile(
         name=name,
         context_length=context_length,
-        reasoning_start=markers[0] if markers else None,
-        reasoning_end=markers[1] if markers else None,
+        reasoning_start=reasoning.start if reasoning else None,
+        reasoning_end=reasoning.end if reasoning else None,
         tool_call_format=detect_tool_call_format(vocab, chat_template),
+        thinking_switch=reasoning.switch if reasoning else None,
+        template_opens_reasoning=reasoning.opened_by_template if reasoning else False,
+        default_chat_template_kwargs=dict(reasoning.default_kwargs or {}) if reasoning else {},
         default_sampling={
             key: value for key, value in (generation_config or {}).items()
             if key in SAMPLING_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool)
