@@ -44,6 +44,10 @@ class Worker:
         self._outputs: asyncio.Queue[list[Any]] = asyncio.Queue()
         self._capacity = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Deliveries taken and not yet started (a job is registered only once its start
+        # has read the log): counted against the bounds with the jobs, or a queue's loop
+        # would fetch up to the bounds again before any of them is registered.
+        self._starting = 0
         # Cancels seen for responses with no job here, newest last (see _on_cancel); a
         # job's start (JobStart) takes its own out.
         self._early_cancels: OrderedDict[str, bool] = OrderedDict()
@@ -160,15 +164,25 @@ class Worker:
         while not stop.is_set():
             if idle_s is not None and loop.time() - last_delivery > idle_s:
                 return
-            free = self.settings.max_num_seqs + self.settings.max_waiting - len(self._jobs)
+            free = (self.settings.max_num_seqs + self.settings.max_waiting - len(self._jobs)
+                    - self._starting)
             if free <= 0:
                 self._capacity.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._capacity.wait(), 0.5)
                 continue
-            for delivery in await requests.fetch(batch=free, timeout=0.5):
+            deliveries = await requests.fetch(batch=free, timeout=0.5)
+            self._starting += len(deliveries)
+            for delivery in deliveries:
                 last_delivery = loop.time()
-                self._spawn(start(delivery))
+                self._spawn(self._start_taken(start, delivery))
+
+    async def _start_taken(self, start: Callable[[Any], Any], delivery: Any) -> None:
+        try:
+            await start(delivery)
+        finally:
+            self._starting -= 1
+            self._capacity.set()
 
     async def _drain(self) -> None:
         """Let running responses finish; hand the rest back to the queue for another worker."""
