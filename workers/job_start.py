@@ -177,7 +177,8 @@ class JobStart:
             prompt_text=prompt.text if messages else None,
             prompt_token_ids=tuple(prompt.token_ids) if messages else None,
         )
-        job.events = StepEvents(request, self._served.token_text, prompt.opens_reasoning)
+        job.events = StepEvents(request, self._served.token_text, prompt.opens_reasoning,
+                                self._served.card.tool_call_format)
         if job.finished:  # fenced out while it was being prepared
             return
         self._engine.add(AddRequest(

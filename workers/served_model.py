@@ -90,7 +90,9 @@ class EngineModel:
             context_length=self.context_length,
             reasoning_start=profile.reasoning_start,
             reasoning_end=profile.reasoning_end,
-            tool_call_format=profile.tool_call_format,
+            # The markup calls are parsed in: the family's, where its template renders
+            # tools, else None (hermes, written out by spate).
+            tool_call_format=self.tool_prompt.format.name if self.tool_prompt.native else None,
             default_sampling=dict(profile.default_sampling),
             # The engine runs text-only decoders: an image input is refused by the API.
             input_modalities=("text",),
@@ -136,6 +138,7 @@ class EngineModel:
         run off the event loop)."""
         from workers.engine.sampling_params import sampling_params_of
         from workers.output.structured_output import ConstraintError, compile_answer_grammar
+        from workers.output.tool_calls import callable_tools
 
         sampling = request.sampling
         vocab_size = self.loaded.config.vocab_size
@@ -148,9 +151,14 @@ class EngineModel:
                     param=param,
                 )
         try:
-            grammar = compile_answer_grammar(self.grammars, request)
+            grammar = compile_answer_grammar(self.grammars, request, self.tool_prompt.format)
         except ConstraintError as error:
             raise InvalidRequest(str(error), param=error.param) from error
+        if callable_tools(request) and self.tool_prompt.format.name != "hermes":
+            # Llama's <|python_tag|> and Mistral's [TOOL_CALLS] are special tokens: the
+            # answer keeps their text, or its calls could not be found in it (as vLLM does).
+            request = request.model_copy(update={"sampling": request.sampling.model_copy(
+                update={"skip_special_tokens": False})})
         return sampling_params_of(request, grammar)
 
     def token_text(self, token_id: int) -> str:

@@ -7,7 +7,7 @@ import json
 
 from events import ChatMessage, RequestAccepted, ToolCall, ToolDefinition
 from workers.model.chat_template import ChatTemplate
-from workers.output.tool_prompt import ToolPrompt, renders_tools
+from workers.output.tool_prompt import ToolPrompt, renders_tools, template_call_id
 
 WEATHER = ToolDefinition(name="get_weather", description="Weather in a city.",
                          parameters={"type": "object", "properties": {"city": {"type": "string"}}})
@@ -76,9 +76,12 @@ def test_a_hermes_template_renders_tools_and_turns_itself() -> None:
         "name": "get_weather", "description": "Weather in a city.", "parameters": WEATHER.parameters,
     }}]
     assistant, result = messages[1], messages[2]
-    assert assistant["tool_calls"] == [{"id": "call_1", "type": "function", "function": {
+    # The call's id, as nine letters and digits (Mistral's templates take no other).
+    call_id = template_call_id("call_1")
+    assert call_id.isalnum() and len(call_id) == 9 and call_id == template_call_id("call_1")
+    assert assistant["tool_calls"] == [{"id": call_id, "type": "function", "function": {
         "name": "get_weather", "arguments": {"city": "Paris"}}}]
-    assert (result["role"], result["tool_call_id"]) == ("tool", "call_1")
+    assert (result["role"], result["tool_call_id"]) == ("tool", call_id)
     assert '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>' in (
         template.render(messages, tools=tools)
     )

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-ARCHITECTURES = ("llama", "qwen3")
+from workers.model.families import ARCHITECTURES
+
+SLIDING = "sliding_attention"
+FULL = "full_attention"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,10 +27,32 @@ class ModelConfig:
     tie_word_embeddings: bool
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
+    # Bias on q, k, v and o (Llama checkpoints that have one); `qkv_bias` on q, k, v only (Qwen2).
     attention_bias: bool = False
-    # Hugging Face style `rope_scaling` dict (only the "llama3" and "linear" types are
-    # supported); None means plain rope.
+    qkv_bias: bool = False
+    # Hugging Face style rope scaling dict (workers/model/rope.py lists the types); None
+    # means plain rope. GGUF `rope_freqs` arrive as {"rope_type": "frequency_factors", ...}.
     rope_scaling: dict[str, Any] | None = field(default=None, hash=False)
+    # The fraction of each head rope rotates (Phi-4-mini: 0.75); the rest passes through.
+    partial_rotary_factor: float = 1.0
+    # Keys a query sees on a "sliding_attention" layer, itself included; None: no window.
+    sliding_window: int | None = None
+    # Per layer, FULL or SLIDING (Hugging Face's `layer_types`); empty: all FULL.
+    layer_types: tuple[str, ...] = ()
+    # Rope base of the sliding layers where it differs from `rope_theta` (Gemma 3).
+    rope_local_theta: float | None = None
+    # Per layer, whether it applies rope (SmolLM3's `no_rope_layers`, 1 = rope); empty: all.
+    rope_layers: tuple[bool, ...] = ()
+    # The attention softmax scale; None: head_dim ** -0.5 (Granite's attention_multiplier,
+    # Gemma 3's query_pre_attn_scalar ** -0.5).
+    attention_scale: float | None = None
+    # Granite: the embeddings are multiplied by the first, each sublayer's output by the
+    # second before its residual add, and the logits divided by the third.
+    embedding_multiplier: float = 1.0
+    residual_multiplier: float = 1.0
+    logits_scaling: float = 1.0
+    # Gemma 3 (where set): logits = cap * tanh(logits / cap).
+    final_logit_softcapping: float | None = None
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
@@ -56,6 +81,19 @@ class ModelConfig:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
         if self.rms_norm_eps <= 0 or self.rope_theta <= 0:
             raise ValueError("rms_norm_eps and rope_theta must be positive")
+        for name in ("layer_types", "rope_layers"):
+            value = getattr(self, name)
+            if value and len(value) != self.num_layers:
+                raise ValueError(f"{name} must name all {self.num_layers} layers, got {len(value)}")
+        if set(self.layer_types) - {FULL, SLIDING}:
+            raise ValueError(f"layer_types must be {FULL!r} or {SLIDING!r}, got {self.layer_types}")
+        if self.sliding_window is not None and self.sliding_window <= 0:
+            raise ValueError(f"sliding_window must be positive, got {self.sliding_window}")
+        if not 0 < self.partial_rotary_factor <= 1 or self.rotary_dim % 2:
+            raise ValueError(
+                f"partial_rotary_factor {self.partial_rotary_factor} must rotate an even "
+                f"number of a head's {self.head_dim} dimensions"
+            )
 
     @property
     def q_size(self) -> int:
@@ -67,5 +105,19 @@ class ModelConfig:
 
     @property
     def uses_qk_norm(self) -> bool:
-        """Qwen3 normalizes each query and key head (RMSNorm over head_dim) before rope."""
-        return self.architecture == "qwen3"
+        """Qwen3 and Gemma 3 normalize each query and key head (RMSNorm over head_dim) before rope."""
+        return self.architecture in ("qwen3", "gemma3")
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
+
+    def is_sliding(self, layer: int) -> bool:
+        return bool(self.layer_types) and self.layer_types[layer] == SLIDING
+
+    def layer_window(self, layer: int) -> int | None:
+        """The sliding window of one layer, None where it attends to the whole context."""
+        return self.sliding_window if self.is_sliding(layer) else None
+
+    def layer_uses_rope(self, layer: int) -> bool:
+        return not self.rope_layers or self.rope_layers[layer]

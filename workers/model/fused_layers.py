@@ -1,7 +1,7 @@
 """A Llama model's decoder layers in one call of the fused CPU ops.
 
 Where every linear of a layer is a `GroupLinear` (the GGUF file's own groups on the fused
-quantized op) and the layers have neither biases nor q/k norms, `decoder_layers`
+quantized op) and the model's layers are Llama's plain ones (`CausalLM.fusable`), `decoder_layers`
 (kernels/cpu/decoder_layers.cpp) runs the whole stack: the very calls the modules make,
 in their order, so the same bits (tests/model/test_fused_layers.py), without the Python
 and the dispatch of about ten op calls a layer. At one decode row those cost as much as
@@ -33,7 +33,7 @@ class FusedLayers:
     def of(cls, model: CausalLM) -> FusedLayers | None:
         """The fused layers of `model`, or None where the op does not cover it."""
         config = model.config
-        if config.attention_bias or config.uses_qk_norm or not cpu_ops.available():
+        if not model.fusable() or not cpu_ops.available():
             return None
         if model.embed_tokens.weight.dtype != torch.float32:
             return None

@@ -13,10 +13,8 @@ from tokenizers import Tokenizer as BackendTokenizer
 from tqdm import tqdm
 
 from workers.model.checkpoint import Checkpoint, NamedTensors
-from workers.model.config import ModelConfig
+from workers.model.hf_config import read_hf_config, token_ids
 from workers.model.tokenizer import Tokenizer, chat_eos_token_ids
-
-ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3"}
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -27,55 +25,11 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _ids(value: Any) -> list[int]:
-    if value is None:
-        return []
-    return [int(v) for v in value] if isinstance(value, list) else [int(value)]
-
-
 def _token_text(value: Any) -> str | None:
     """tokenizer_config.json spells special tokens as a string or as an AddedToken dict."""
     if isinstance(value, dict):
         value = value.get("content")
     return value if isinstance(value, str) else None
-
-
-def read_hf_config(raw: dict[str, Any]) -> ModelConfig:
-    architectures = raw.get("architectures") or []
-    known = [ARCHITECTURES[a] for a in architectures if a in ARCHITECTURES]
-    if not known:
-        raise ValueError(
-            f"unsupported architectures {architectures}; supported: {sorted(ARCHITECTURES)}"
-        )
-    if raw.get("mlp_bias"):
-        raise ValueError("checkpoints with mlp_bias are not supported")
-    if raw.get("use_sliding_window"):
-        raise ValueError("checkpoints with sliding-window attention are not supported")
-    # Newer transformers write rope settings under `rope_parameters`.
-    rope = raw.get("rope_parameters") or {}
-    rope_scaling = raw.get("rope_scaling") or (
-        rope if rope.get("rope_type", "default") != "default" else None
-    )
-    heads = int(raw["num_attention_heads"])
-    hidden = int(raw["hidden_size"])
-    return ModelConfig(
-        architecture=known[0],
-        vocab_size=int(raw["vocab_size"]),
-        hidden_size=hidden,
-        intermediate_size=int(raw["intermediate_size"]),
-        num_layers=int(raw["num_hidden_layers"]),
-        num_heads=heads,
-        num_kv_heads=int(raw.get("num_key_value_heads") or heads),
-        head_dim=int(raw.get("head_dim") or hidden // heads),
-        rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
-        rope_theta=float(raw.get("rope_theta", rope.get("rope_theta", 10000.0))),
-        max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
-        tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-        bos_token_id=raw.get("bos_token_id"),
-        eos_token_ids=tuple(_ids(raw.get("eos_token_id"))),
-        attention_bias=bool(raw.get("attention_bias", False)),
-        rope_scaling=rope_scaling,
-    )
 
 
 def _chat_template(directory: Path, tokenizer_config: dict[str, Any]) -> str | None:
@@ -90,12 +44,19 @@ def _chat_template(directory: Path, tokenizer_config: dict[str, Any]) -> str | N
     return template
 
 
-def _read_tensors(files: list[Path], dtype: torch.dtype, label: str) -> NamedTensors:
+def _read_tensors(
+    files: list[Path], dtype: torch.dtype, label: str, shifted_norms: bool
+) -> NamedTensors:
     with ExitStack() as stack:
         handles = [stack.enter_context(safe_open(str(path), framework="pt")) for path in files]
         names = [(handle, name) for handle in handles for name in handle.keys()]
         for handle, name in tqdm(names, desc=f"Loading {label}", unit="tensor"):
-            yield name, handle.get_tensor(name).to(dtype)
+            tensor = handle.get_tensor(name)
+            if shifted_norms and name.endswith("norm.weight"):
+                # Gemma's norms multiply by (1 + weight), computed in float32 as
+                # transformers does; the model's norms multiply by what they hold.
+                tensor = tensor.float() + 1.0
+            yield name, tensor.to(dtype)
 
 
 def read_hf_directory(directory: Path, name: str | None = None) -> Checkpoint:
@@ -114,7 +75,7 @@ def read_hf_directory(directory: Path, name: str | None = None) -> Checkpoint:
 
     bos_token = _token_text(tokenizer_config.get("bos_token"))
     eos_token = _token_text(tokenizer_config.get("eos_token"))
-    eos_ids = list(config.eos_token_ids) + _ids(generation_config.get("eos_token_id"))
+    eos_ids = list(config.eos_token_ids) + token_ids(generation_config.get("eos_token_id"))
     eos_token_id = backend.token_to_id(eos_token) if eos_token is not None else None
     if eos_token_id is not None:
         eos_ids.append(eos_token_id)
@@ -142,6 +103,8 @@ def read_hf_directory(directory: Path, name: str | None = None) -> Checkpoint:
         chat_template=template,
         bos_token=bos_token,
         eos_token=eos_token,
-        read_weights=lambda dtype: _read_tensors(files, dtype, label),
+        read_weights=lambda dtype: _read_tensors(
+            files, dtype, label, shifted_norms=config.architecture == "gemma3"
+        ),
         generation_config=generation_config,
     )

@@ -1,4 +1,6 @@
-"""CausalLM: the Llama-family decoder (Llama and Qwen3) over the paged KV cache and `kernels` ops."""
+"""CausalLM: the Llama decoder over the paged KV cache and `kernels` ops, and the shared
+layers the other families' model files (families.py) build on. Llama, Qwen2 (q/k/v bias),
+Qwen3 (q/k norms) and Mistral (a sliding window) are this model with their config."""
 
 from __future__ import annotations
 
@@ -34,9 +36,12 @@ class RMSNorm(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """Projections, optional per-head q/k norm (Qwen3), rope, then paged attention."""
+    """Projections, optional per-head q/k norm (Qwen3, Gemma 3), rope, then paged attention
+    (over the layer's sliding window where its config gives it one)."""
 
-    def __init__(self, config: ModelConfig, ops: KernelOps, dtype: torch.dtype | None):
+    def __init__(
+        self, config: ModelConfig, ops: KernelOps, dtype: torch.dtype | None, layer: int = 0
+    ):
         super().__init__()
         self.config = config
         self.ops = ops
@@ -44,7 +49,7 @@ class SelfAttention(nn.Module):
         self.qkv_proj = nn.Linear(
             config.hidden_size,
             config.q_size + 2 * config.kv_size,
-            bias=config.attention_bias,
+            bias=config.attention_bias or config.qkv_bias,
             dtype=dtype,
         )
         self.o_proj = nn.Linear(
@@ -55,7 +60,14 @@ class SelfAttention(nn.Module):
         if config.uses_qk_norm:
             self.q_norm = RMSNorm(config.head_dim, config.rms_norm_eps, ops, dtype)
             self.k_norm = RMSNorm(config.head_dim, config.rms_norm_eps, ops, dtype)
-        self.attn = Attention(config.num_heads, config.num_kv_heads, config.head_dim, ops)
+        self.attn = Attention(
+            config.num_heads,
+            config.num_kv_heads,
+            config.head_dim,
+            ops,
+            scale=config.attention_scale,
+            sliding_window=config.layer_window(layer),
+        )
 
     def forward(
         self,
@@ -78,8 +90,14 @@ class SelfAttention(nn.Module):
         q = q.reshape(tokens, config.num_heads, head_dim).contiguous()
         k = k.reshape(tokens, config.num_kv_heads, head_dim).contiguous()
         v = v.reshape(tokens, config.num_kv_heads, head_dim).contiguous()
-        self.ops.rotary_embedding(q, k, positions, cos_sin_cache)
+        self.rotate(q, k, positions, cos_sin_cache)
         return self.o_proj(self.attn(q, k, v, kv_cache, attn))
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor
+    ) -> None:
+        """Rope on q and k in place (a family without it on some layers overrides this)."""
+        self.ops.rotary_embedding(q, k, positions, cos_sin_cache)
 
 
 class MLP(nn.Module):
@@ -100,10 +118,14 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, ops: KernelOps, dtype: torch.dtype | None):
+    attention_class: type[SelfAttention] = SelfAttention
+
+    def __init__(
+        self, config: ModelConfig, ops: KernelOps, dtype: torch.dtype | None, layer: int = 0
+    ):
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops, dtype)
-        self.self_attn = SelfAttention(config, ops, dtype)
+        self.self_attn = self.attention_class(config, ops, dtype, layer)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops, dtype)
         self.mlp = MLP(config, ops, dtype)
 
@@ -133,8 +155,11 @@ class CausalLM(nn.Module):
     """Token ids in, final-norm hidden states out; `compute_logits` maps chosen rows to fp32 logits.
 
     Build it under `torch.device("meta")` and fill it with `load_weights` to skip the cost of
-    random initialization; `load_model` does exactly that.
+    random initialization; `load_model` does exactly that. A family's model file subclasses
+    it, changing `layer_class` and the hooks below.
     """
+
+    layer_class: type[DecoderLayer] = DecoderLayer
 
     def __init__(self, config: ModelConfig, ops: KernelOps, dtype: torch.dtype | None = None):
         super().__init__()
@@ -142,7 +167,7 @@ class CausalLM(nn.Module):
         self.ops = ops
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, dtype=dtype)
         self.layers = nn.ModuleList(
-            DecoderLayer(config, ops, dtype) for _ in range(config.num_layers)
+            self.layer_class(config, ops, dtype, layer) for layer in range(config.num_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops, dtype)
         self.lm_head: nn.Module | None = None
@@ -177,18 +202,40 @@ class CausalLM(nn.Module):
                 f"input_ids and positions must both be [T], got {tuple(input_ids.shape)} "
                 f"and {tuple(positions.shape)}"
             )
-        hidden = self.embed_tokens(input_ids)
+        hidden = self.embed(input_ids)
         fused = self._fused_layers()
         if fused is not None:
             hidden, residual = fused(hidden, positions, attn, kv_caches, self.cos_sin_cache)
         else:
             residual = None
-            for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
+            for index, (layer, kv_cache) in enumerate(zip(self.layers, kv_caches, strict=True)):
                 hidden, residual = layer(
-                    positions, hidden, residual, attn, kv_cache, self.cos_sin_cache
+                    positions, hidden, residual, attn, kv_cache, self.layer_rope(index)
                 )
         hidden, _ = self.norm(hidden, residual)
         return hidden
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.embed_tokens(input_ids)
+
+    def layer_rope(self, layer: int) -> torch.Tensor:
+        """The cos/sin table a layer rotates by."""
+        return self.cos_sin_cache
+
+    def fusable(self) -> bool:
+        """Whether the fused CPU decoder stack (fused_layers.py) computes what the modules
+        do: Llama's layers without bias, q/k norms, windows or per-layer rope."""
+        config = self.config
+        return type(self).layer_class is DecoderLayer and not (
+            config.attention_bias or config.qkv_bias or config.uses_qk_norm
+            or config.sliding_window is not None or config.rope_layers
+            or config.attention_scale is not None
+        )
+
+    def checkpoint_rows(self, name: str) -> torch.Tensor | None:
+        """A row order to apply to checkpoint tensor `name` (Hugging Face named) as it is
+        loaded, dense or quantized alike; None to take it as stored."""
+        return None
 
     def _fused_layers(self) -> FusedLayers | None:
         """The one-call layer stack, where the fused CPU ops serve this model and cover it
@@ -212,9 +259,15 @@ class CausalLM(nn.Module):
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy Hugging Face named tensors in, fusing q/k/v and gate/up; all must be present."""
-        WeightLoader(self).load(weights)
+        WeightLoader(self).load(
+            (name, tensor if (rows := self.checkpoint_rows(name)) is None else tensor[rows])
+            for name, tensor in weights
+        )
         # Materializing from meta leaves buffers uninitialized, and the rope table is not
         # a checkpoint tensor, so it is rebuilt here on the parameters' device.
+        self.build_rope_tables()
+
+    def build_rope_tables(self) -> None:
         self.cos_sin_cache = build_cos_sin_cache(
             self.config, self.embed_tokens.weight.device, self.embed_tokens.weight.dtype
         )

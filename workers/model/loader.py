@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -13,6 +14,7 @@ from workers.model.chat_template import ChatTemplate, thinking_variant
 from workers.model.checkpoint import Checkpoint
 from workers.model.config import ModelConfig
 from workers.model.cpu_linear import PrepackedLinear, prepack_linears, prepacking_available
+from workers.model.families import model_class
 from workers.model.gguf_loader import read_gguf
 from workers.model.hf_loader import read_hf_directory
 from workers.model.llama import CausalLM
@@ -200,7 +202,13 @@ def _use_quantized_linears(model: CausalLM, checkpoint: Checkpoint) -> tuple[str
         return ()
     fused = model.ops.backend == "cpu"
     kinds: set[str] = set()
-    for module_name, weight in fuse_by_module(checkpoint.read_quantized()).items():
+    tensors = (
+        (name, weight if (rows := model.checkpoint_rows(name)) is None else weight.map_rows(
+            partial(torch.index_select, dim=0, index=rows)
+        ))
+        for name, weight in checkpoint.read_quantized()
+    )
+    for module_name, weight in fuse_by_module(tensors).items():
         if module_name == "embed_tokens":
             # The lookup keeps the dense table; a tied output projection reads this one.
             if model.lm_head is None:
@@ -237,7 +245,9 @@ def load_model(
     # Built on the meta device and then materialized, so no time goes into random init
     # of weights that are overwritten right after.
     with torch.device("meta"):
-        model = CausalLM(checkpoint.config, _ops_for(device, backend), dtype=dtype)
+        model = model_class(checkpoint.config.architecture)(
+            checkpoint.config, _ops_for(device, backend), dtype=dtype
+        )
     model = model.to_empty(device=device)
     model.load_weights(checkpoint.read_weights(dtype))
     model.requires_grad_(False).eval()

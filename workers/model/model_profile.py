@@ -12,9 +12,7 @@ from workers.model.reasoning_format import (
     detect_reasoning_format,
     prompt_opens_block,
 )
-
-# Tool-call conventions recognised from the template: name -> the text that opens a call.
-TOOL_CALL_FORMATS = (("hermes", "<tool_call>"), ("llama3_json", "<|python_tag|>"))
+from workers.model.tool_call_markup import detect_tool_call_format
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +65,6 @@ class ModelProfile:
         return f"{self.reasoning_start}...{self.reasoning_end}, opened by {opener}, {switch}"
 
 
-def detect_tool_call_format(vocab: Mapping[str, int], chat_template: str | None) -> str | None:
-    if not chat_template or "tools" not in chat_template:
-        return None
-    for name, opener in TOOL_CALL_FORMATS:
-        if opener in chat_template or opener in vocab:
-            return name
-    return None
-
-
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p")
 
 
@@ -102,7 +91,7 @@ def detect_profile(
         context_length=context_length,
         reasoning_start=reasoning.start if reasoning else None,
         reasoning_end=reasoning.end if reasoning else None,
-        tool_call_format=detect_tool_call_format(vocab, chat_template),
+        tool_call_format=_tool_call_format(template),
         thinking_switch=reasoning.switch if reasoning else None,
         template_opens_reasoning=reasoning.opened_by_template if reasoning else False,
         default_chat_template_kwargs=dict(reasoning.default_kwargs or {}) if reasoning else {},
@@ -111,3 +100,10 @@ def detect_profile(
             if key in SAMPLING_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool)
         },
     )
+
+
+def _tool_call_format(template: ChatTemplate | None) -> str | None:
+    """The markup the template writes an assistant's call in, where spate parses it."""
+    if template is None or "tools" not in template.source:
+        return None
+    return detect_tool_call_format(lambda messages, tools: template.render(messages, tools=tools))

@@ -223,13 +223,18 @@ def fuse_by_module(tensors: Iterable[tuple[str, GroupQuantized]]) -> dict[str, G
     for name, weight in tensors:
         path = name.removeprefix("model.").removesuffix(".weight").split(".")
         fused = FUSED_PROJECTIONS.get(path[-1])
-        if fused is None:
+        if path[-1] in _SHARDS:
+            # Stored fused already (Phi-3): stands for all of its shards.
+            shards[".".join(path)] = dict.fromkeys(range(_SHARDS[path[-1]]), weight)
+        elif fused is None:
             shards.setdefault(".".join(path), {})[0] = weight
         else:
             shards.setdefault(".".join(path[:-1] + [fused[0]]), {})[fused[1]] = weight
     # A fused module whose shards are not all quantized (a mixed file) stays dense.
     return {
-        module: concat_rows([parts[index] for index in sorted(parts)])
+        module: parts[0]
+        if len({id(part) for part in parts.values()}) == 1
+        else concat_rows([parts[index] for index in sorted(parts)])
         for module, parts in shards.items()
         if len(parts) == _SHARDS.get(module.rpartition(".")[2], 1)
     }

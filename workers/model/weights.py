@@ -51,6 +51,9 @@ class WeightLoader:
         fused = FUSED_PROJECTIONS.get(parts[-2]) if len(parts) >= 2 else None
         if fused is None:
             self._copy(name, name, 0, None, tensor)
+            if len(parts) >= 2 and parts[-2] in self.shard_rows:
+                # Stored fused already (Phi-3's qkv_proj and gate_up_proj): every shard is in.
+                self.filled.update((name, shard) for shard in range(len(self.shard_rows[parts[-2]])))
             return
         fused_name, shard = fused
         target = ".".join(parts[:-2] + [fused_name, parts[-1]])

@@ -19,13 +19,15 @@ class StepEvents:
     """One per response, fed its engine outputs in order."""
 
     def __init__(
-        self, request: RequestAccepted, token_text: Callable[[int], str], in_reasoning: bool
+        self, request: RequestAccepted, token_text: Callable[[int], str], in_reasoning: bool,
+        tool_call_format: str | None = None,
     ) -> None:
         self._token_text = token_text
         # Which channel an id-only event belongs to: whether the think block is open.
         self.in_reasoning = in_reasoning
         # Splits the answer into message text and function calls, when it may call any.
-        self.tool_calls = ToolCallEvents(request) if callable_tools(request) else None
+        self.tool_calls = (ToolCallEvents(request, tool_call_format) if callable_tools(request)
+                           else None)
 
     def of(self, output: RequestOutput) -> list[EventSpec]:
         """The events of one step, not counting generation.finished."""

@@ -1,6 +1,6 @@
 """The grammar a response's answer must follow, as an xgrammar structural tag: the answer
 constraint (JSON, a JSON schema, a regex, a choice, an EBNF grammar), function calls in the
-hermes format, or both; compiled for the model, with errors that name the request field.
+model family's markup, or both; compiled for the model, with errors that name the request field.
 
     tool_choice  answer constraint  the answer is
     none/no tools  none             free text (no grammar)
@@ -13,7 +13,6 @@ hermes format, or both; compiled for the model, with errors that name the reques
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +25,8 @@ from workers.engine.grammar import GrammarCompiler, GrammarError
 from workers.engine.grammar_budget import BudgetedGrammarCompiler, GrammarBudgetExceeded
 from workers.output.custom_tool_calls import CUSTOM_CLOSE_TAG, CUSTOM_HEADER_END, CUSTOM_OPEN_TAG
 from workers.output.lark_grammar import lark_to_ebnf
-from workers.output.tool_calls import CLOSE_TAG, OPEN_TAG, callable_tools
+from workers.output.tool_call_formats import ToolCallFormat, tool_call_format
+from workers.output.tool_calls import callable_tools
 
 # At most this much whitespace in a row inside generated JSON: valid JSON either way, and
 # a small model cannot loop on newlines until it runs out of tokens.
@@ -42,37 +42,44 @@ class ConstraintError(ValueError):
         self.param = param
 
 
-def answer_format(request: RequestAccepted) -> dict[str, Any] | None:
-    """The structural tag's format for the answer, or None when the answer is free."""
+def answer_format(
+    request: RequestAccepted, call_format: ToolCallFormat | None = None
+) -> dict[str, Any] | None:
+    """The structural tag's format for the answer, or None when the answer is free. Calls
+    are written in `call_format`, the model family's markup (hermes by default)."""
     constraint = constraint_format(request.answer_constraint)
     tools = callable_tools(request)
     if not tools:
         return constraint
-    tags = [call_tag(tool) for tool in tools]
+    call_format = call_format or tool_call_format(None)
+    tags = [call_tag(tool, call_format) for tool in tools]
     only_one = not request.parallel_tool_calls
-    calls = {"type": "tags_with_separator", "tags": tags, "separator": "\n",
+    calls = {"type": "tags_with_separator", "tags": tags, "separator": call_format.separator,
              "at_least_one": True, "stop_after_first": only_one}
     if request.tool_choice == "required":
         return calls
     if constraint is None:
-        triggers = sorted({CUSTOM_OPEN_TAG if tool.kind == "custom" else OPEN_TAG for tool in tools})
+        triggers = sorted({CUSTOM_OPEN_TAG if tool.kind == "custom" else call_format.trigger
+                           for tool in tools})
         return {"type": "triggered_tags", "triggers": triggers, "tags": tags,
                 "stop_after_first": only_one}
     return {"type": "or", "elements": [calls, constraint]}
 
 
-def call_tag(tool: ToolDefinition) -> dict[str, Any]:
-    """`<tool_call>\\n{"name": "<name>", "arguments": <arguments>}\\n</tool_call>`: the name is
-    written by the grammar, the arguments follow the tool's schema. A custom tool's block
-    (workers/output/custom_tool_calls.py) holds its input: free text, or its grammar."""
+def call_tag(tool: ToolDefinition, call_format: ToolCallFormat | None = None) -> dict[str, Any]:
+    """A call in the family's markup (hermes: `<tool_call>\\n{"name": "<name>", "arguments":
+    <arguments>}\\n</tool_call>`): the name is written by the grammar, the arguments follow
+    the tool's schema. A custom tool's block (workers/output/custom_tool_calls.py) holds its
+    input: free text, or its grammar."""
     if tool.kind == "custom":
         return {"type": "tag", "begin": f"{CUSTOM_OPEN_TAG}{tool.name}{CUSTOM_HEADER_END}",
                 "content": custom_input_format(tool.input_grammar), "end": CUSTOM_CLOSE_TAG}
+    call_format = call_format or tool_call_format(None)
     return {
         "type": "tag",
-        "begin": f'{OPEN_TAG}\n{{"name": {json.dumps(tool.name)}, "arguments": ',
+        "begin": call_format.call_begin(tool.name),
         "content": json_format(tool.parameters or ANY_OBJECT),
-        "end": f"}}\n{CLOSE_TAG}",
+        "end": call_format.end,
     }
 
 
@@ -105,11 +112,12 @@ def constraint_format(constraint: AnswerConstraint | None) -> dict[str, Any] | N
 
 
 def compile_answer_grammar(
-    compiler: GrammarCompiler | BudgetedGrammarCompiler, request: RequestAccepted
+    compiler: GrammarCompiler | BudgetedGrammarCompiler, request: RequestAccepted,
+    call_format: ToolCallFormat | None = None,
 ) -> CompiledGrammar | None:
     """The compiled grammar of the request's answer, or None when it is free."""
     try:
-        fmt = answer_format(request)
+        fmt = answer_format(request, call_format)
         return None if fmt is None else compiler.compile(fmt)
     except GrammarBudgetExceeded as error:
         # Finding the culprit would spend the budget again, part by part.
@@ -117,7 +125,7 @@ def compile_answer_grammar(
         raise ConstraintError(f"The grammar for '{param}' {error}: make it smaller or "
                               "simpler.", param) from error
     except GrammarError as error:
-        param = _culprit(compiler, request)
+        param = _culprit(compiler, request, call_format)
         raise ConstraintError(f"The grammar for '{param}' does not compile: {_clean(error)}",
                               param) from error
 
@@ -130,10 +138,14 @@ def _budget_param(request: RequestAccepted) -> str:
     return "tools"
 
 
-def _culprit(compiler: GrammarCompiler | BudgetedGrammarCompiler, request: RequestAccepted) -> str:
+def _culprit(
+    compiler: GrammarCompiler | BudgetedGrammarCompiler, request: RequestAccepted,
+    call_format: ToolCallFormat | None,
+) -> str:
     """Compiles each part alone to find the field whose grammar fails."""
     parts: list[tuple[str, Callable[[], dict[str, Any] | None]]] = [
-        (tool.param, functools.partial(call_tag, tool)) for tool in callable_tools(request)]
+        (tool.param, functools.partial(call_tag, tool, call_format))
+        for tool in callable_tools(request)]
     if request.answer_constraint is not None:
         parts.append((request.answer_constraint.param,
                       lambda: constraint_format(request.answer_constraint)))

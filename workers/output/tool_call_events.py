@@ -8,6 +8,7 @@ from typing import Any
 
 from events import RequestAccepted, TokenLogprob, TokensGenerated, ToolCallEnded, ToolCallStarted
 from events.ids import call_id
+from workers.output.tool_call_formats import tool_call_format
 from workers.output.tool_calls import (
     ArgumentsDelta,
     CallEnded,
@@ -22,9 +23,10 @@ EventSpec = tuple[type, dict[str, Any]]
 
 
 class ToolCallEvents:
-    def __init__(self, request: RequestAccepted) -> None:
+    def __init__(self, request: RequestAccepted, format_name: str | None = None) -> None:
         self.response_id = request.response_id
-        self._parser = ToolCallParser()
+        # The model family's call markup (hermes where spate writes the tools out).
+        self._parser = ToolCallParser(tool_call_format(format_name))
         # The name the model writes -> (namespace, the tool's own name, its kind).
         self._names = {
             tool.name: (tool.namespace, tool.name.removeprefix(f"{tool.namespace}.")

@@ -1,5 +1,5 @@
-"""Splits a streaming answer in the hermes tool-call format into message text and function
-calls, emitting each call's arguments as they arrive:
+"""Splits a streaming answer into message text and function calls in the model family's
+markup (workers/output/tool_call_formats.py), emitting each call's arguments as they arrive:
 
     I will look it up.
     <tool_call>
@@ -22,7 +22,10 @@ import json
 from dataclasses import dataclass
 
 from events import RequestAccepted, ToolDefinition
+from workers.model.tool_call_markup import HERMES, MISTRAL
 from workers.output.custom_tool_calls import CUSTOM_OPEN_TAG, CustomCallScanner
+from workers.output.named_call_scanner import NamedCallScanner
+from workers.output.tool_call_formats import FORMATS, ToolCallFormat
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
@@ -65,9 +68,13 @@ def callable_tools(request: RequestAccepted) -> list[ToolDefinition]:
 class ToolCallParser:
     """Fed the answer text as it streams; returns the pieces each bit of text settles."""
 
-    def __init__(self) -> None:
+    def __init__(self, call_format: ToolCallFormat | None = None) -> None:
+        self.format = call_format or FORMATS[HERMES]
+        # Every opener of a block, custom tools' included, with whether it is kept.
+        self._openers = {**dict(zip(self.format.openers, self.format.kept, strict=True)),
+                         CUSTOM_OPEN_TAG: False}
         self._text = ""  # text not yet given out, outside a call
-        self._call: _CallScanner | CustomCallScanner | None = None
+        self._call: _CallScanner | CustomCallScanner | NamedCallScanner | None = None
         self._after_call = False  # whitespace right after a call is skipped
         self.num_calls = 0
 
@@ -94,30 +101,42 @@ class ToolCallParser:
 
     def _feed_text(self, text: str, pieces: list[Piece]) -> str:
         if self._after_call:
+            # Whitespace, and the family's separator between calls (Llama's "; "), are
+            # markup between blocks.
             text = text.lstrip()
+            separator = self.format.separator.strip()
+            if separator and text.startswith(separator):
+                text = text[len(separator):].lstrip()
             if not text:
                 return ""
             self._after_call = False
         self._text += text
-        start, tag = _first_open_tag(self._text)
+        start, tag = _first_open_tag(self._text, self._openers)
         if start >= 0:
             before, rest = self._text[:start].rstrip(), self._text[start + len(tag):]
             if before:
                 pieces.append(MessageText(before))
             self._text = ""
-            self._call = (_CallScanner(self.num_calls) if tag == OPEN_TAG
-                          else CustomCallScanner(self.num_calls))
-            return rest
+            self._call = self._scanner(tag)
+            return tag + rest if self._openers[tag] else rest
         # Hold what could still open a call, and the whitespace before it.
-        undecided = _open_tag_prefix_length(self._text)
+        undecided = _open_tag_prefix_length(self._text, self._openers)
         ready = len(self._text[: len(self._text) - undecided].rstrip())
         if ready:
             pieces.append(MessageText(self._text[:ready]))
             self._text = self._text[ready:]
         return ""
 
+    def _scanner(self, tag: str) -> _CallScanner | CustomCallScanner | NamedCallScanner:
+        if tag == CUSTOM_OPEN_TAG:
+            return CustomCallScanner(self.num_calls)
+        if self.format.name == MISTRAL:
+            return NamedCallScanner(self.num_calls)
+        return _CallScanner(self.num_calls, self.format.arguments_key, self.format.close_tag)
+
     def _feed_call(
-        self, call: _CallScanner | CustomCallScanner, text: str, pieces: list[Piece]
+        self, call: _CallScanner | CustomCallScanner | NamedCallScanner, text: str,
+        pieces: list[Piece],
     ) -> str:
         rest = call.feed(text)
         self._report(call, pieces)
@@ -129,7 +148,9 @@ class ToolCallParser:
         self._after_call = True
         return rest
 
-    def _report(self, call: _CallScanner | CustomCallScanner, pieces: list[Piece]) -> None:
+    def _report(
+        self, call: _CallScanner | CustomCallScanner | NamedCallScanner, pieces: list[Piece]
+    ) -> None:
         """A call starts once its name and the start of its arguments are known (or it
         closed or was cut without arguments); then its arguments go out as they come."""
         ended = call.closed or call.cut
@@ -146,17 +167,16 @@ class ToolCallParser:
             pieces.append(CallEnded(call.index, call.arguments()))
 
 
-def _first_open_tag(text: str) -> tuple[int, str]:
+def _first_open_tag(text: str, openers: dict[str, bool]) -> tuple[int, str]:
     """Where the first call block opens in `text`, and with which tag; -1 for none."""
-    found = [(start, tag) for tag in (OPEN_TAG, CUSTOM_OPEN_TAG)
-             if (start := text.find(tag)) >= 0]
+    found = [(start, tag) for tag in openers if (start := text.find(tag)) >= 0]
     return min(found) if found else (-1, OPEN_TAG)
 
 
-def _open_tag_prefix_length(text: str) -> int:
+def _open_tag_prefix_length(text: str, openers: dict[str, bool]) -> int:
     """Length of the longest end of `text` that is a proper beginning of an open tag."""
     return max(
-        (length for tag in (OPEN_TAG, CUSTOM_OPEN_TAG)
+        (length for tag in openers
          for length in range(min(len(text), len(tag) - 1), 0, -1) if text.endswith(tag[:length])),
         default=0,
     )
@@ -164,10 +184,15 @@ def _open_tag_prefix_length(text: str) -> int:
 
 class _CallScanner:
     """Follows the JSON object of one call character by character: where the `name` and
-    `arguments` values lie, and where the block's close tag is."""
+    arguments values lie, and where the block ends: at its close tag, or (without one) where
+    the object closes."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, arguments_key: str = "arguments", close_tag: str = CLOSE_TAG
+                 ) -> None:
         self.index = index
+        self._arguments_key = arguments_key
+        self._close_tag = close_tag
+        self._object_closed = False
         self.raw = ""
         self.name: str | None = None
         self.started = False
@@ -218,11 +243,15 @@ class _CallScanner:
         for offset, char in enumerate(text):
             self.raw += char
             self._step(char, len(self.raw) - 1)
-            if not self._in_string and self._depth == 0 and self.raw.endswith(CLOSE_TAG):
-                self.raw = self.raw[: -len(CLOSE_TAG)]
-                self._end_value(len(self.raw))
-                self.closed = True
-                return text[offset + 1 :]
+            if self._in_string or self._depth != 0:
+                continue
+            if self._close_tag and self.raw.endswith(self._close_tag):
+                self.raw = self.raw[: -len(self._close_tag)]
+            elif self._close_tag or not self._object_closed:
+                continue
+            self._end_value(len(self.raw))
+            self.closed = True
+            return text[offset + 1 :]
         return ""
 
     def _step(self, char: str, position: int) -> None:
@@ -243,7 +272,7 @@ class _CallScanner:
             return
         if self._depth == 1 and self._value_key is not None and self._value_start is None:
             self._value_start = position
-            if self._value_key == "arguments":
+            if self._value_key == self._arguments_key:
                 self._arguments_span = [position]
         if char == '"':
             self._in_string = True
@@ -261,6 +290,7 @@ class _CallScanner:
                 return
             if self._depth == 1:
                 self._end_value(position)
+                self._object_closed = True
             self._depth = max(self._depth - 1, 0)
         elif self._depth == 1 and char == ":":
             self._value_key, self._value_start = self._last_key, None
@@ -270,7 +300,7 @@ class _CallScanner:
 
     def _end_value(self, end: int) -> None:
         """The value of the current top-level key ends at `end` (exclusive)."""
-        if self._value_key == "arguments" and len(self._arguments_span) == 1:
+        if self._value_key == self._arguments_key and len(self._arguments_span) == 1:
             start = self._arguments_span[0]
             self._arguments_span.append(start + len(self.raw[start:end].rstrip()))
         self._value_key = None

@@ -1,21 +1,27 @@
 """How tools and earlier tool turns reach a chat template.
 
-A template that renders `tools` itself in the hermes format gets them as Hugging Face's
-apply_chat_template passes them: tool definitions, assistant turns with `tool_calls`, and
-`tool` turns. Any other template (SmolLM2's knows nothing of tools) gets the tools described
-in the system prompt, the way hermes-format templates describe them, and earlier calls and
-results written out in that same text form, so the model sees one convention throughout.
+A template that renders `tools` itself and writes calls in a markup spate parses (hermes,
+Llama 3 JSON, Mistral's [TOOL_CALLS]: workers/output/tool_call_formats.py) gets them as
+Hugging Face's apply_chat_template passes them: tool definitions, assistant turns with
+`tool_calls`, and `tool` turns. Call ids are nine letters and digits, derived from spate's
+own, since Mistral's templates refuse any other. Any other template (SmolLM2's knows nothing
+of tools) gets the tools described in the system prompt, the way hermes-format templates
+describe them, and earlier calls and results written out in that same text form, so the
+model sees one convention throughout.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import string
 from typing import Any
 
 from events import ChatMessage, RequestAccepted, ToolDefinition
 from workers.model.chat_template import ChatTemplate
 from workers.output.custom_tool_calls import custom_block
-from workers.output.tool_calls import CLOSE_TAG, OPEN_TAG
+from workers.output.tool_call_formats import FORMATS, ToolCallFormat
+from workers.output.tool_call_formats import tool_call_format as format_named
 
 TOOLS_PROMPT = """# Tools
 
@@ -58,8 +64,9 @@ class ToolPrompt:
     """Turns a request's messages and tools into the template's messages and tools."""
 
     def __init__(self, template: ChatTemplate, tool_call_format: str | None) -> None:
-        # Natively only for hermes templates: spate parses and constrains that format.
-        self.native = tool_call_format == "hermes" and renders_tools(template)
+        # Natively only in a markup spate parses and constrains; hermes written out otherwise.
+        self.native = tool_call_format in FORMATS and renders_tools(template)
+        self.format: ToolCallFormat = format_named(tool_call_format if self.native else None)
 
     def render_inputs(
         self, request: RequestAccepted
@@ -71,7 +78,7 @@ class ToolPrompt:
         if self.native:
             messages = [_native_message(message) for message in request.messages]
         else:
-            messages = _written_out(request.messages)
+            messages = _written_out(request.messages, self.format)
             if tools:
                 _add_system_prompt(messages, TOOLS_PROMPT.format(
                     tools="\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
@@ -117,13 +124,27 @@ def _native_message(message: ChatMessage) -> dict[str, Any]:
     calls = [call for call in message.tool_calls if call.kind != "custom"]
     if calls:
         rendered["tool_calls"] = [
-            {"id": call.call_id, "type": "function",
+            {"id": template_call_id(call.call_id), "type": "function",
              "function": {"name": call.name, "arguments": _arguments_value(call.arguments)}}
             for call in calls
         ]
     if message.tool_call_id is not None:
-        rendered["tool_call_id"] = message.tool_call_id
+        rendered["tool_call_id"] = template_call_id(message.tool_call_id)
     return rendered
+
+
+_ID_ALPHABET = string.ascii_letters + string.digits
+
+
+def template_call_id(call_id: str) -> str:
+    """Nine letters and digits standing for `call_id`: the same on every render, so a
+    call and its result still match and a cached prefix stays a prefix."""
+    number = int.from_bytes(hashlib.sha256(call_id.encode()).digest()[:8], "big")
+    digits = []
+    for _ in range(9):
+        number, digit = divmod(number, len(_ID_ALPHABET))
+        digits.append(_ID_ALPHABET[digit])
+    return "".join(digits)
 
 
 def _arguments_value(arguments: str) -> Any:
@@ -134,7 +155,9 @@ def _arguments_value(arguments: str) -> Any:
         return arguments
 
 
-def _written_out(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
+def _written_out(
+    messages: tuple[ChatMessage, ...], call_format: ToolCallFormat
+) -> list[dict[str, Any]]:
     rendered: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "tool":
@@ -147,20 +170,13 @@ def _written_out(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
         current = _base_message(message)
         if message.tool_calls:
             calls = [custom_block(call.name, call.arguments) if call.kind == "custom"
-                     else _written_call(call.name, call.arguments) for call in message.tool_calls]
+                     else call_format.written(call.name, call.arguments)
+                     for call in message.tool_calls]
             current["content"] = "\n".join([message.content, *calls] if message.content else calls)
         rendered.append(current)
     for turn in rendered:
         turn.pop("tool_results", None)
     return rendered
-
-
-def _written_call(name: str, arguments: str) -> str:
-    try:
-        arguments_text = json.dumps(json.loads(arguments), ensure_ascii=False)
-    except json.JSONDecodeError:
-        arguments_text = json.dumps(arguments)
-    return f'{OPEN_TAG}\n{{"name": {json.dumps(name)}, "arguments": {arguments_text}}}\n{CLOSE_TAG}'
 
 
 def _add_system_prompt(messages: list[dict[str, Any]], prompt: str) -> None:
