@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from cli.nats_address import use_nats_address
 from events import encode
 from events.asyncapi import DEFAULT_PATH, render_asyncapi
-from journal import Journal, JournalSettings, TailedMessage
+from journal import Journal, JournalSettings, JournalUnavailable, TailedMessage
+
+log = logging.getLogger("spate.cli")
 
 TERMINAL_TYPES = ("generation.finished", "generation.failed")
 
@@ -32,7 +36,13 @@ def add_parser(commands: Any) -> None:
                       help="begin with the oldest stored event instead of the next new one")
     tail.add_argument("--json", action="store_true", help="one event a line as JSON")
     tail.add_argument("--count", type=int, default=None, help="stop after this many events")
-    tail.add_argument("--nats-url", default=None)
+    tail.add_argument("--nats-url", default=None,
+                      help="default: SPATE_NATS_URL, else the NATS of a `spate serve` "
+                      "running from this folder, else nats://127.0.0.1:4222")
+    tail.add_argument("--connect-wait", type=float, default=None,
+                      help="seconds to wait for NATS before giving up (default: "
+                      "SPATE_NATS_CONNECT_WAIT_S, else "
+                      f"{JournalSettings.model_fields['nats_connect_wait_s'].default:g})")
     asyncapi = actions.add_parser("asyncapi", help="write the AsyncAPI document of the events")
     asyncapi.add_argument("--output", default=str(DEFAULT_PATH))
     asyncapi.add_argument("--check", action="store_true",
@@ -42,8 +52,14 @@ def add_parser(commands: Any) -> None:
 def run_events(args: argparse.Namespace) -> int:
     if args.events_command == "asyncapi":
         return write_asyncapi(Path(args.output), args.check)
-    overrides = {"nats_url": args.nats_url} if args.nats_url else {}
-    return asyncio.run(run_tail(JournalSettings(**overrides), args, sys.stdout))
+    wait = {} if args.connect_wait is None else {"nats_connect_wait_s": args.connect_wait}
+    settings = JournalSettings(**wait)
+    address = use_nats_address(settings, args.nats_url)
+    try:
+        return asyncio.run(run_tail(settings, args, sys.stdout))
+    except JournalUnavailable as error:
+        log.error("%s", address.unreachable(error))
+        return 1
 
 
 def write_asyncapi(path: Path, check: bool) -> int:
@@ -58,15 +74,17 @@ def write_asyncapi(path: Path, check: bool) -> int:
 
 
 async def run_tail(settings: JournalSettings, args: argparse.Namespace, out: TextIO) -> int:
+    """0 once done or stopped; JournalUnavailable when NATS does not answer within
+    `settings.nats_connect_wait_s`."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    journal = Journal(settings, name="spate-events-tail")
+    journal = Journal(settings, name="spate-events-tail", report_retries=False)
     journal.start()
     try:
-        if not await journal.wait_connected(stop):
-            return 1
+        if not await journal.wait_connected(stop, settings.nats_connect_wait_s):
+            return 0  # stopped before NATS answered
         if args.response:
             messages = journal.tail_response(args.response)
         elif args.model:

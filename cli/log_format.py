@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+import threading
 from datetime import datetime, timezone
+from types import TracebackType
 from typing import Any, Literal
 
 LogFormat = Literal["text", "json"]
@@ -35,8 +38,24 @@ def configure_logging(level: str, log_format: LogFormat) -> None:
     handler = logging.StreamHandler()
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
+        # A crash's traceback, in the main thread or another, is one record too.
+        sys.excepthook = _log_uncaught
+        threading.excepthook = lambda uncaught: _log_uncaught(
+            uncaught.exc_type, uncaught.exc_value or uncaught.exc_type(), uncaught.exc_traceback)
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # Python's warnings (a library's DeprecationWarning, ...) become log records in the
+    # same format, not lines of their own on stderr.
+    logging.captureWarnings(True)
+
+
+def logs_json() -> bool:
+    """Whether this process writes its log as JSON (configure_logging was told so)."""
+    return any(isinstance(handler.formatter, JsonFormatter) for handler in logging.getLogger().handlers)
+
+
+def _log_uncaught(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
+    logging.getLogger("spate").critical("uncaught %s", kind.__name__, exc_info=(kind, error, trace))

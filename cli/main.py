@@ -21,11 +21,14 @@ from pydantic import ValidationError
 from api.encrypted_content import KEY_FILE_ENV, new_key
 from api.settings import ApiSettings
 from cli import events_command
-from cli.log_format import configure_logging
+from cli.log_format import configure_logging, logs_json
+from cli.nats_address import use_nats_address
 from cli.nats_server import EmbeddedNats
 from cli.redis_server import EmbeddedRedis
+from cli.serve_record import remove_serve_record, write_serve_record
 from cli.settings import DEFAULT_KEY_FILE, DEFAULT_STORE_DIR, CliSettings
 from cli.supervisor import Supervisor
+from journal import JournalUnavailable
 from workers.settings import WorkerSettings
 
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
@@ -123,7 +126,8 @@ def run_api(args: argparse.Namespace) -> None:
     from api.http_limits import server_options
     from api.server import DrainingServer, open_without_keys
 
-    settings = ApiSettings(**_overrides(args, ["host", "port", "nats_url", "store_url"]))
+    settings = ApiSettings(**_overrides(args, ["host", "port", "store_url"]))
+    use_nats_address(settings, args.nats_url)
     logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
     # JSON logs: uvicorn's own loggers go through the root handler (one format a line).
     json_logs = CliSettings().log_format == "json"
@@ -146,8 +150,9 @@ def run_worker(args: argparse.Namespace) -> int:
 
     settings = WorkerSettings(
         **_overrides(args, ["model", "served_model_name", "kernels", "dtype", "weights", "max_num_seqs",
-                            "num_threads", "nats_url", "metrics_port"])
+                            "num_threads", "metrics_port"])
     )
+    address = use_nats_address(settings, args.nats_url)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -160,6 +165,9 @@ def run_worker(args: argparse.Namespace) -> int:
         asyncio.run(main())
     except ModelLoadFailed:
         return EXIT_CODE
+    except JournalUnavailable as error:  # NATS not reached within SPATE_NATS_CONNECT_WAIT_S
+        logging.getLogger("spate.worker").error("%s", address.unreachable(error))
+        return 1
     return 0
 
 
@@ -169,7 +177,8 @@ def run_store(args: argparse.Namespace) -> int:
     from store.projector import Projector
     from store.redis_store import RedisStore
 
-    settings = ApiSettings(**_overrides(args, ["nats_url", "store_url"]))
+    settings = ApiSettings(**_overrides(args, ["store_url"]))
+    use_nats_address(settings, args.nats_url)
     if not settings.store_url:
         logging.getLogger("spate.store").error("no store: set SPATE_STORE_URL or --store-url")
         return 2
@@ -309,14 +318,17 @@ def run_serve(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    host = "127.0.0.1" if api.host in ("0.0.0.0", "::") else api.host
+    # Read by `spate events tail`, the usage meter and the like started from this folder.
+    write_serve_record(nats_url, f"http://{host}:{api.port}")
     try:
-        host = "127.0.0.1" if api.host in ("0.0.0.0", "::") else api.host
         if _wait_ready(f"http://{host}:{api.port}/ready", children, timeout=600,
                        stopping=lambda: stopping):
             log.info("spate is ready at http://%s:%d (POST /v1/responses)", api.host, api.port)
         while not stopping and children.check():
             time.sleep(0.2)
     finally:
+        remove_serve_record()
         children.stop()
         shutil.rmtree(failure_dir, ignore_errors=True)
         if nats is not None:
@@ -332,7 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as error:  # a SPATE_* variable out of its range: say which
         problems = "; ".join(f"SPATE_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}"
                              for e in error.errors())
-        print(f"spate: invalid setting: {problems}", file=sys.stderr)
+        if logs_json():
+            logging.getLogger("spate").error("invalid setting: %s", problems)
+        else:
+            print(f"spate: invalid setting: {problems}", file=sys.stderr)
         return 2
 
 

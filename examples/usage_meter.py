@@ -1,7 +1,11 @@
 """Usage metering per model, read from spate's event log: a consumer outside the request
 path, through the journal like spate's own processes.
 
-    python -m examples.usage_meter [--nats-url nats://127.0.0.1:4222] [--from-start]
+    python -m examples.usage_meter [--nats-url URL] [--from-start]
+
+Its NATS: --nats-url, else SPATE_NATS_URL, else that of a `spate serve` running from
+this folder, else nats://127.0.0.1:4222; unreachable for SPATE_NATS_CONNECT_WAIT_S
+seconds (10), it says so and exits with status 1.
 
 Each response's `request.accepted` names its model; its `generation.finished` carries its
 usage. Every few seconds (and at the end) it prints one line per model.
@@ -12,11 +16,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import signal
+import sys
 from dataclasses import dataclass
 
+from cli.log_format import configure_logging
+from cli.nats_address import use_nats_address
+from cli.settings import CliSettings
 from events import GenerationFailed, GenerationFinished, RequestAccepted
-from journal import Journal, JournalSettings
+from journal import Journal, JournalSettings, JournalUnavailable
 
 UNKNOWN_MODEL = "(unknown)"
 
@@ -69,11 +78,13 @@ class UsageMeter:
 
 
 async def run(settings: JournalSettings, from_start: bool, every_s: float, stop: asyncio.Event) -> UsageMeter:
+    """The meter once `stop` is set. JournalUnavailable when NATS does not answer within
+    `settings.nats_connect_wait_s`."""
     meter = UsageMeter()
-    journal = Journal(settings, name="spate-usage-meter")
+    journal = Journal(settings, name="spate-usage-meter", report_retries=False)
     journal.start()
     try:
-        if not await journal.wait_connected(stop):
+        if not await journal.wait_connected(stop, settings.nats_connect_wait_s):
             return meter
 
         async def read() -> None:
@@ -93,14 +104,17 @@ async def run(settings: JournalSettings, from_start: bool, every_s: float, stop:
         await journal.close()
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nats-url", default=None)
     parser.add_argument("--from-start", action="store_true",
                         help="count every stored response, not only those from now on")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between reports")
     args = parser.parse_args()
-    settings = JournalSettings(**({"nats_url": args.nats_url} if args.nats_url else {}))
+    logs = CliSettings()
+    configure_logging(logs.log_level, logs.log_format)
+    settings = JournalSettings()
+    address = use_nats_address(settings, args.nats_url)
 
     async def main_async() -> None:
         stop = asyncio.Event()
@@ -109,8 +123,13 @@ def main() -> None:
             loop.add_signal_handler(sig, stop.set)
         await run(settings, args.from_start, args.every, stop)
 
-    asyncio.run(main_async())
+    try:
+        asyncio.run(main_async())
+    except JournalUnavailable as error:
+        logging.getLogger("spate.usage_meter").error("%s", address.unreachable(error))
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

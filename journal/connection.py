@@ -61,9 +61,15 @@ def connect_options(settings: JournalSettings) -> dict[str, Any]:
 
 
 class Connection:
-    def __init__(self, settings: JournalSettings, name: str) -> None:
+    def __init__(self, settings: JournalSettings, name: str, report_retries: bool = True) -> None:
         self.settings = settings
         self.name = name
+        # False for a caller that waits for the first connection with a bound and says
+        # itself that NATS cannot be reached: its retries are then debug lines, not a
+        # warning every few seconds.
+        self.report_retries = report_retries
+        # Why the last attempt to connect failed, for the caller that gives up.
+        self.last_error: str | None = None
         self.nc: Any = None
         self.js: Any = None
         self._ready = asyncio.Event()
@@ -82,23 +88,38 @@ class Connection:
         if self._connector is None:
             self._connector = asyncio.create_task(self._connect_until_up())
 
-    async def wait_connected(self, stop: asyncio.Event | None = None) -> bool:
-        """Wait until connected, or until `stop` is set; True when connected."""
+    async def wait_connected(
+        self, stop: asyncio.Event | None = None, timeout: float | None = None
+    ) -> bool:
+        """Wait until connected, or until `stop` is set; True when connected. Past
+        `timeout` seconds without a connection, JournalUnavailable naming the servers and
+        the last error (retrying goes on in the background until `close`)."""
         self.start()
         waits = [asyncio.ensure_future(self._ready.wait())]
         if stop is not None:
             waits.append(asyncio.ensure_future(stop.wait()))
         try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for wait in waits:
                 wait.cancel()
-        return self._ready.is_set()
+        if self._ready.is_set() or (stop is not None and stop.is_set()):
+            return self._ready.is_set()
+        if timeout is not None:
+            raise JournalUnavailable(
+                f"cannot reach NATS at {self.where} within {timeout:g} s "
+                f"({self.last_error or 'no answer'})")
+        return False
+
+    @property
+    def where(self) -> str:
+        """The configured servers, without credentials."""
+        return ",".join(redacted(url) for url in server_urls(self.settings.nats_url))
 
     async def _connect_until_up(self) -> None:
         delay = 0.2
         servers = server_urls(self.settings.nats_url)
-        where = ",".join(redacted(url) for url in servers)
+        where = self.where
         while True:
             try:
                 nc = await nats.connect(
@@ -124,7 +145,9 @@ class Connection:
                                 nc.connected_server_version)
                 return
             except Exception as error:  # keep trying: NATS may come up after us
-                log.warning("NATS at %s not reachable (%s); retrying", where, error)
+                self.last_error = str(error) or type(error).__name__
+                log.log(logging.WARNING if self.report_retries else logging.DEBUG,
+                        "NATS at %s not reachable (%s); retrying", where, self.last_error)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
@@ -168,7 +191,10 @@ class Connection:
     # -- callbacks ---------------------------------------------------------------------
 
     async def _on_error(self, error: Exception) -> None:
-        log.warning("NATS error: %s", error)
+        # The client retries a first connection itself, reporting each failure here.
+        self.last_error = str(error) or type(error).__name__
+        quiet = not self.report_retries and not self._ready.is_set()
+        log.log(logging.DEBUG if quiet else logging.WARNING, "NATS error: %s", error)
 
     async def _on_disconnected(self) -> None:
         if self._closing:  # our own drain: nothing was lost

@@ -48,9 +48,9 @@ log = logging.getLogger("spate.journal")
 
 
 class Journal:
-    def __init__(self, settings: JournalSettings, name: str) -> None:
+    def __init__(self, settings: JournalSettings, name: str, report_retries: bool = True) -> None:
         self.settings = settings
-        self.connection = Connection(settings, name)
+        self.connection = Connection(settings, name, report_retries)
         self.registry = Registry(self.connection)
         self._pipeline = PublishPipeline(self.connection)
         # Cancels sent from places that cannot await (a stream torn down by a
@@ -68,8 +68,10 @@ class Journal:
         """Connect in the background: callers serve (with errors) while NATS is away."""
         self.connection.start()
 
-    async def wait_connected(self, stop: asyncio.Event | None = None) -> bool:
-        return await self.connection.wait_connected(stop)
+    async def wait_connected(
+        self, stop: asyncio.Event | None = None, timeout: float | None = None
+    ) -> bool:
+        return await self.connection.wait_connected(stop, timeout)
 
     @property
     def connected(self) -> bool:

@@ -17,6 +17,10 @@ class JournalSettings(BaseSettings):
     nats_url: str = "nats://127.0.0.1:4222"
     # How long one NATS operation may take before it counts as failed.
     nats_timeout_s: float = Field(default=2.0, gt=0)
+    # How long `spate events tail`, the usage meter and a worker wait for NATS when they
+    # start before they say they cannot reach it and exit non-zero. (The API serves
+    # 503s until NATS answers instead; a connection lost later is waited out.)
+    nats_connect_wait_s: float = Field(default=10.0, gt=0)
     # How long the EVENTS stream keeps a response's log: the window for resuming a stream
     # and for a replacement worker to continue a dead worker's response.
     events_max_age_s: float = Field(default=24 * 3600, gt=0)

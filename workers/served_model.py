@@ -3,6 +3,7 @@ RequestAccepted into prompt token ids and sampling parameters."""
 
 from __future__ import annotations
 
+import atexit
 import gc
 import logging
 import time
@@ -223,6 +224,9 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
     # worker's CPU at one stream).
     gc.collect()
     gc.freeze()
+    # Unfrozen at exit, so the interpreter's last collection frees them: kept frozen,
+    # triton's nanobind objects among them are reported leaked (some 30 lines on stderr).
+    atexit.register(gc.unfreeze)
     return served
 
 

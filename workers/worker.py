@@ -37,7 +37,9 @@ class Worker:
     ) -> None:
         self.settings = settings
         self._load = load
-        self._journal = Journal(settings, name=worker_client_name(settings.worker_id))
+        # Unreachable at start, NATS is reported once, by run()'s bounded wait.
+        self._journal = Journal(settings, name=worker_client_name(settings.worker_id),
+                                report_retries=False)
         self._served: ServedModel | None = None
         self._engine: EngineLoop | None = None
         self._jobs: dict[str, Job] = {}
@@ -70,8 +72,14 @@ class Worker:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        if not await self._journal.wait_connected(stop):
-            await self._journal.close()
+        """Serve until `stop`; JournalUnavailable when NATS does not answer within
+        `nats_connect_wait_s` of the start."""
+        try:
+            connected = await self._journal.wait_connected(stop, self.settings.nats_connect_wait_s)
+        finally:
+            if not self._journal.connected:
+                await self._journal.close()
+        if not connected:
             return
         self._served = await self._load_model()
         loop = asyncio.get_running_loop()

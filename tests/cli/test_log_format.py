@@ -73,3 +73,29 @@ def test_an_invalid_setting_is_one_line_naming_it() -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("spate: invalid setting: SPATE_PORT:"), done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_warnings_and_a_crash_are_json_lines_too() -> None:
+    """What would print past the log (a Python warning, an uncaught exception's
+    traceback) comes out as records of the JSON log."""
+    program = ("from cli.log_format import configure_logging\n"
+               "configure_logging('INFO', 'json')\n"
+               "import warnings\n"
+               "warnings.warn('an old way', DeprecationWarning, stacklevel=1)\n"
+               "raise ValueError('boom')\n")
+    done = subprocess.run([sys.executable, "-W", "always", "-c", program], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [line["logger"] for line in lines] == ["py.warnings", "spate"], lines
+    assert "an old way" in lines[0]["message"]
+    assert lines[1]["level"] == "CRITICAL" and "ValueError: boom" in lines[1]["exception"]
+
+
+def test_an_invalid_setting_is_one_json_line_in_json_mode() -> None:
+    done = subprocess.run([sys.executable, "-m", "cli.main", "api"], capture_output=True,
+                          text=True, timeout=60,
+                          env={**os.environ, "SPATE_PORT": "70000", "SPATE_LOG_FORMAT": "json"})
+    assert done.returncode == 2, done.stderr
+    (line,) = [json.loads(line) for line in done.stderr.splitlines()]
+    assert line["message"].startswith("invalid setting: SPATE_PORT:"), line

@@ -8,7 +8,6 @@ from pathlib import Path
 import gguf
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from workers.model.checkpoint import Checkpoint, NamedTensors, QuantizedTensors
 from workers.model.config import ModelConfig
@@ -21,6 +20,7 @@ from workers.model.gguf_config import (
 )
 from workers.model.gguf_tokenizer import build_gguf_tokenizer, read_gguf_vocabulary
 from workers.model.group_quantized import SUPPORTED_TYPES, decode_blocks
+from workers.model.load_progress import load_progress
 from workers.model.tokenizer import Tokenizer, chat_eos_token_ids
 
 
@@ -46,7 +46,7 @@ def _read_tensors(
     reader: gguf.GGUFReader, config: ModelConfig, dtype: torch.dtype, label: str
 ) -> NamedTensors:
     permuted = _permuted(reader)
-    for tensor in tqdm(reader.tensors, desc=f"Loading {label}", unit="tensor"):
+    for tensor in load_progress(reader.tensors, label):
         if tensor.name in ROPE_TENSORS:
             continue
         name = hf_name(tensor.name, config.architecture)

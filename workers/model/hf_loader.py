@@ -10,10 +10,10 @@ from typing import Any
 import torch
 from safetensors import safe_open
 from tokenizers import Tokenizer as BackendTokenizer
-from tqdm import tqdm
 
 from workers.model.checkpoint import Checkpoint, NamedTensors
 from workers.model.hf_config import read_hf_config, token_ids
+from workers.model.load_progress import load_progress
 from workers.model.tokenizer import Tokenizer, chat_eos_token_ids
 
 
@@ -50,7 +50,7 @@ def _read_tensors(
     with ExitStack() as stack:
         handles = [stack.enter_context(safe_open(str(path), framework="pt")) for path in files]
         names = [(handle, name) for handle in handles for name in handle.keys()]
-        for handle, name in tqdm(names, desc=f"Loading {label}", unit="tensor"):
+        for handle, name in load_progress(names, label):
             tensor = handle.get_tensor(name)
             if shifted_norms and name.endswith("norm.weight"):
                 # Gemma's norms multiply by (1 + weight), computed in float32 as
