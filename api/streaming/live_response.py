@@ -136,9 +136,11 @@ class LiveResponse:
                 yield self
         finally:
             self.slot.release()
-            await self._follower.close()
+            # Before the one await: a client gone cancels the stream around this, and
+            # anyio cancels each await of its cleanup again.
             if not self.state.done and cancel_unfinished and not self.cut:
                 self.cancel_for_disconnect()
+            await self._follower.close()
 
 
 def cut_notice_after(last: int, response_id: str) -> dict[str, Any]:

@@ -10,13 +10,14 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 
 from api.admission import Slot
 from api.drain import Drain
 from api.settings import ApiSettings
-from api.streaming.keepalive import with_keepalives
+from api.streaming.keepalive import KeepAlives
 from api.streaming.live_response import LiveResponse, cut_notice_after
 from events import TERMINAL_SSE_TYPES
 from store import Store, StoreError
@@ -25,6 +26,8 @@ log = logging.getLogger("spate.api")
 
 # A resumed stream with nothing new for this long ends (keep-alives go out meanwhile).
 FOLLOW_IDLE_S = 600.0
+# The most a resumed stream's cleanup (closing its follow of the store) may take.
+CLEANUP_S = 10.0
 
 
 def server_sent_event(sse: dict[str, Any]) -> ServerSentEvent:
@@ -49,11 +52,11 @@ def cut_event(notice: dict[str, Any]) -> ServerSentEvent:
 
 class CuttableStream(EventSourceResponse):
     """An SSE response with keep-alives while it is quiet, whose client is cut when it
-    takes no event for `send_timeout` seconds. The cut closes the event generator (its
-    `finally` cancels the generation and frees the slot) and is logged as one line, not
-    as an application error; so is a client that goes before the end. `slot` is given
-    back when the response ends whatever happened: a client gone before the event
-    generator started would otherwise hold its key's slot for good."""
+    takes no event (or keep-alive) for `send_timeout` seconds. The cut closes the event
+    generator (its `finally` cancels the generation and frees the slot) and is logged as
+    one line, not as an application error; so is a client that goes before the end.
+    `slot` is given back when the response ends whatever happened: a client gone before
+    the event generator started would otherwise hold its key's slot for good."""
 
     def __init__(
         self, response_id: str, slot: Slot, events: AsyncGenerator[ServerSentEvent, None],
@@ -61,21 +64,22 @@ class CuttableStream(EventSourceResponse):
     ) -> None:
         # sse-starlette's own ping (ping=0 turns it off) goes out on a timer, mid-stream
         # too, framed so that the official SDK breaks on it: see api/streaming/keepalive.py.
-        super().__init__(
-            with_keepalives(events, settings.sse_ping_s), ping=0,
-            send_timeout=settings.sse_send_timeout_s,
-            client_close_handler_callable=self._client_went,
-        )
+        super().__init__(events, ping=0, send_timeout=settings.sse_send_timeout_s,
+                         client_close_handler_callable=self._client_went)
         self.response_id = response_id
         self.slot = slot
+        self.ping_s = settings.sse_ping_s
         self.client_gone = False
 
     async def _client_went(self, _: Any) -> None:
         self.client_gone = True
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        keepalives = KeepAlives(send, self.ping_s, self.send_timeout)
+        # Run beside the event stream, and cancelled with it, by sse-starlette.
+        self.data_sender_callable = keepalives.run
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, keepalives.send)
         except SendTimeoutError:
             log.warning("cut the stream of %s: its client took no event for %g s",
                         self.response_id, self.send_timeout)
@@ -156,14 +160,17 @@ async def resumed_sse(
     finally:
         slot.release()
         cut.cancel()
-        # The follow may be mid-step (a client gone, or a cut, while it waited): that step
+        # Shielded: when the stream around it is cancelled (its client gone), anyio
+        # cancels each wait here again, which would leave the follow open; bounded, so a
+        # stuck store cannot hold the response. The follow may be mid-step: that step
         # ends first, as closing a generator still running raises.
-        if next_event is not None and not next_event.done():
-            next_event.cancel()
-            await asyncio.wait({next_event})
-        close = getattr(follow, "aclose", None)
-        if close is not None:
-            await close()
+        with anyio.move_on_after(CLEANUP_S, shield=True):
+            if next_event is not None and not next_event.done():
+                next_event.cancel()
+                await asyncio.wait({next_event})
+            close = getattr(follow, "aclose", None)
+            if close is not None:
+                await close()
 
 
 def store_lost_notice(last: int, response_id: str) -> dict[str, Any]:

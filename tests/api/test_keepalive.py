@@ -1,89 +1,105 @@
-"""`with_keepalives`: a keep-alive line only while the stream is quiet, framed so that the
-official SDK's decoder (which broke on sse-starlette's comment-then-blank-line ping)
-dispatches nothing for it, and a close mid-wait that runs the stream's cleanup to its
-end instead of raising."""
+"""`KeepAlives`: a keep-alive line only while an SSE response is quiet, framed so that
+the official SDK's decoder (which broke on sse-starlette's comment-then-blank-line ping)
+dispatches nothing for it, never after the last body, and a cut when the client does
+not take it. Driven through the ASGI `send` it wraps, as sse-starlette drives it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from typing import Any
 
 import pytest
 from openai._streaming import SSEDecoder
 from pydantic import ValidationError
 from sse_starlette import ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
 
 from api.settings import ApiSettings
-from api.streaming.keepalive import KEEPALIVE, with_keepalives
+from api.streaming.keepalive import KEEPALIVE, KeepAlives
+
+START = {"type": "http.response.start", "status": 200, "headers": []}
+END = {"type": "http.response.body", "body": b"", "more_body": False}
 
 
-def event(number: int) -> bytes:
-    return ServerSentEvent(data=f'{{"n":{number}}}', event="tick", id=str(number)).encode()
+def event(number: int) -> dict[str, Any]:
+    body = ServerSentEvent(data=f'{{"n":{number}}}', event="tick", id=str(number)).encode()
+    return {"type": "http.response.body", "body": body, "more_body": True}
 
 
-async def events_then_quiet(count: int, quiet: asyncio.Event, cleaned: list[str]) -> AsyncGenerator[bytes, None]:
-    """`count` events back to back, then nothing until `quiet` is set, then one more."""
-    try:
-        for number in range(count):
-            yield event(number)
-        await quiet.wait()
-        yield event(count)
-    finally:
-        await asyncio.sleep(0)  # a cleanup that awaits, as closing a subscription does
-        cleaned.append("done")
+class Client:
+    """An ASGI server's `send`, as far as these tests need it: what was sent, and a
+    signal once `wanted` keep-alives have come."""
 
+    def __init__(self, wanted: int = 0) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.wanted = wanted
+        self.keepalives_came = asyncio.Event()
 
-async def test_a_stream_that_keeps_talking_gets_no_keepalive() -> None:
-    quiet, cleaned = asyncio.Event(), []
-    quiet.set()
-    chunks = [chunk async for chunk in with_keepalives(events_then_quiet(500, quiet, cleaned), 60)]
-    assert chunks == [event(n) for n in range(501)]
-    assert cleaned == ["done"]
+    async def send(self, message: Any) -> None:
+        self.sent.append(message)
+        if sum(m.get("body") == KEEPALIVE for m in self.sent) >= self.wanted:
+            self.keepalives_came.set()
+
+    def body(self) -> bytes:
+        return b"".join(m.get("body", b"") for m in self.sent)
 
 
 async def test_a_quiet_stream_gets_keepalives_that_the_sdk_decoder_skips() -> None:
-    quiet, cleaned = asyncio.Event(), []
-    chunks: list[bytes] = []
-    async with asyncio.timeout(30):
-        async for chunk in with_keepalives(events_then_quiet(2, quiet, cleaned), 0.01):
-            chunks.append(chunk)
-            if chunks.count(KEEPALIVE) == 3:
-                quiet.set()
-    assert chunks[:2] == [event(0), event(1)] and chunks[-1] == event(2)
-    assert chunks[2:-1] == [KEEPALIVE] * (len(chunks) - 3) and len(chunks) >= 6
+    client = Client(wanted=3)
+    keepalives = KeepAlives(client.send, every_s=0.01, send_timeout_s=30)
+
+    async def stream() -> None:
+        pinger = asyncio.ensure_future(keepalives.run())
+        for message in (START, event(0), event(1)):
+            await keepalives.send(message)
+        await client.keepalives_came.wait()
+        await keepalives.send(event(2))
+        await keepalives.send(END)
+        await pinger
+
+    await asyncio.wait_for(stream(), 30)
+    bodies = [m["body"] for m in client.sent[1:]]
+    assert bodies[:2] == [event(0)["body"], event(1)["body"]]
+    assert set(bodies[2:-2]) == {KEEPALIVE} and len(bodies) >= 7
+    assert bodies[-2:] == [event(2)["body"], b""]
     # The decoder that dispatched an empty event at the blank line of the old ping, once
-    # an id had been seen; here it reads exactly the three events.
-    decoded = list(SSEDecoder().iter_bytes(iter(chunks)))
+    # an id had been seen, reads exactly the three events here.
+    decoded = list(SSEDecoder().iter_bytes(iter([client.body()])))
     assert [(sse.id, sse.json()) for sse in decoded] == [(str(n), {"n": n}) for n in range(3)]
-    assert cleaned == ["done"]
 
 
-async def test_closing_while_the_next_event_is_awaited_runs_the_cleanup() -> None:
-    quiet, cleaned = asyncio.Event(), []
-    stream = with_keepalives(events_then_quiet(1, quiet, cleaned), 0.01)
-    assert await anext(stream) == event(0)
-    assert await anext(stream) == KEEPALIVE  # the inner stream now waits on `quiet`
-    await stream.aclose()
-    assert cleaned == ["done"]
+async def test_a_stream_that_keeps_talking_gets_none() -> None:
+    client = Client()
+    keepalives = KeepAlives(client.send, every_s=60, send_timeout_s=30)
+    pinger = asyncio.ensure_future(keepalives.run())
+    for message in (START, *(event(n) for n in range(500)), END):
+        await keepalives.send(message)
+        await asyncio.sleep(0)
+    pinger.cancel()  # as sse-starlette cancels it with the response
+    assert client.sent == [START, *(event(n) for n in range(500)), END]
 
 
-async def test_closing_after_an_event_closes_the_stream() -> None:
-    quiet, cleaned = asyncio.Event(), []
-    stream = with_keepalives(events_then_quiet(3, quiet, cleaned), 60)
-    assert await anext(stream) == event(0)
-    await stream.aclose()
-    assert cleaned == ["done"]
+async def test_none_follows_the_last_body() -> None:
+    client = Client()
+    keepalives = KeepAlives(client.send, every_s=0.01, send_timeout_s=30)
+    pinger = asyncio.ensure_future(keepalives.run())
+    await keepalives.send(START)
+    await keepalives.send(END)
+    await asyncio.wait_for(pinger, 30)  # it ends by itself once the response has
+    assert client.sent == [START, END]
 
 
-async def test_an_error_in_the_stream_reaches_the_reader() -> None:
-    async def failing() -> AsyncGenerator[bytes, None]:
-        yield event(0)
-        raise ValueError("the log is gone")
+async def test_a_keepalive_the_client_does_not_take_cuts_the_stream() -> None:
+    stalled = asyncio.Event()
 
-    stream = with_keepalives(failing(), 60)
-    assert await anext(stream) == event(0)
-    with pytest.raises(ValueError, match="the log is gone"):
-        await anext(stream)
+    async def stalled_send(message: Any) -> None:
+        if message["type"] == "http.response.body":
+            await stalled.wait()  # a client that reads nothing: the socket's buffer full
+
+    keepalives = KeepAlives(stalled_send, every_s=0.01, send_timeout_s=0.05)
+    await keepalives.send(START)
+    with pytest.raises(SendTimeoutError):
+        await asyncio.wait_for(keepalives.run(), 30)
 
 
 def test_the_interval_may_be_a_fraction_of_a_second_but_not_nothing(
