@@ -13,6 +13,9 @@ REQUESTS_SUBJECT_PREFIX = "spate.requests"
 
 EVENTS_STREAM = "SPATE_EVENTS"
 EVENTS_SUBJECT_PREFIX = "spate.events"
+# Core NATS, not a stream: the EVENTS stream republishes each response event here once it
+# has stored it, so live readers see only what the log holds (journal/live_feed.py).
+LIVE_EVENTS_SUBJECT_PREFIX = "spate.live.events"
 CANCELS_SUBJECT_PREFIX = "spate.cancels"
 # Who may write a response's log now (journal/lease.py); in the EVENTS stream.
 LEASES_SUBJECT_PREFIX = "spate.leases"
@@ -77,6 +80,11 @@ def direct_consumer(model: str, worker_id: str) -> str:
 
 def events_subject(response_id: str) -> str:
     return f"{EVENTS_SUBJECT_PREFIX}.{subject_token(response_id)}"
+
+
+def live_events_subject(response_id: str) -> str:
+    """Where the EVENTS stream republishes what it stored on `events_subject`."""
+    return f"{LIVE_EVENTS_SUBJECT_PREFIX}.{subject_token(response_id)}"
 
 
 def cancel_subject(response_id: str) -> str:

@@ -1,9 +1,11 @@
 """Following one response's log live, in seq order, as the API streams it.
 
-The live tail comes over a plain subscription (no server-side consumer per response,
-which keeps the first event fast under load). A plain subscription can miss a message
-(a reconnect, a slow consumer), so a gap in `seq`, or a quiet stream, is checked against
-the stored log and repaired from it: nothing lost, nothing twice.
+The live tail comes from the process's one `LiveFeed` (what the stream republishes once
+stored: no server-side consumer per response, which keeps the first event fast under
+load, and never a publish the stream refused). A core NATS delivery can be missed (a
+reconnect, a slow consumer, events stored before the follow began), so a gap in `seq`,
+or a quiet stream, is checked against the stored log and repaired from it: nothing lost,
+nothing twice.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from typing import Any
 
 from events import decode
 from events.ordering import SeqOrder
-from events.subjects import events_subject
 from journal.connection import Connection
 from journal.errors import JournalUnavailable
+from journal.live_feed import LiveFeed
 from journal.log_reader import last_seq, read_log
 
 log = logging.getLogger("spate.journal.follower")
@@ -38,29 +40,28 @@ REPAIRS_AT_ONCE = 16
 
 class LogFollower:
     def __init__(
-        self, connection: Connection, response_id: str, repairs: asyncio.Semaphore
+        self, connection: Connection, feed: LiveFeed, response_id: str,
+        repairs: asyncio.Semaphore,
     ) -> None:
         self._connection = connection
+        self._feed = feed
         self.response_id = response_id
         self._queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=BUFFERED_EVENTS)
         self._order = SeqOrder()
         self._ready: list[Any] = []
-        self._subscription: Any = None
+        self._following = False
         self._repairs = repairs
         # When a quiet stream next checks the log, and how long it waits after that.
         self._quiet_check_at = 0.0
         self._quiet_check_s = 0.0
 
     async def start(self) -> None:
-        self._connection.require()
-        self._subscription = await self._connection.nc.subscribe(
-            events_subject(self.response_id), cb=self._on_message
-        )
+        await self._feed.add(self.response_id, self._on_event)
+        self._following = True
 
-    async def _on_message(self, msg: Any) -> None:
-        # A callback subscription: cheaper on the hot path than iterating messages.
+    def _on_event(self, data: bytes) -> None:
         with contextlib.suppress(asyncio.QueueFull):  # the log has it; see _repair
-            self._queue.put_nowait(msg.data)
+            self._queue.put_nowait(data)
 
     async def next(self, timeout: float) -> Any | None:
         """The next event, or None when none came within `timeout` seconds.
@@ -117,6 +118,6 @@ class LogFollower:
         return bool(self._ready)
 
     async def close(self) -> None:
-        if self._subscription is not None:
-            with contextlib.suppress(Exception):
-                await self._subscription.unsubscribe()
+        if self._following:
+            self._feed.remove(self.response_id, self._on_event)
+            self._following = False

@@ -28,6 +28,7 @@ from journal.durable_consumer import DurableConsumer
 from journal.errors import Fenced, JournalUnavailable, PayloadTooLarge, ResponseIdTaken
 from journal.follower import REPAIRS_AT_ONCE, LogFollower
 from journal.lease import take_lease
+from journal.live_feed import LiveFeed
 from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.pipeline import PublishPipeline
 from journal.registry import Registry
@@ -58,6 +59,8 @@ class Journal:
         self._pending: set[asyncio.Task[None]] = set()
         # Shared by every follower of this process, so repairs cannot storm NATS.
         self._repairs = asyncio.Semaphore(REPAIRS_AT_ONCE)
+        # The one live subscription every follower of this process reads from.
+        self.live_feed = LiveFeed(self.connection)
         # Picks the worker a request goes to (api/router.py), or None for the shared queue.
         self.route: Callable[[RequestAccepted], str | None] | None = None
         self.route_deadline_s = 2.0
@@ -142,7 +145,7 @@ class Journal:
 
     async def follow(self, response_id: str) -> LogFollower:
         """Start receiving the response's events; call before publishing its request."""
-        follower = LogFollower(self.connection, response_id, self._repairs)
+        follower = LogFollower(self.connection, self.live_feed, response_id, self._repairs)
         await follower.start()
         return follower
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig, RePublish
 from nats.js.errors import APIError
 
 from events.subjects import (
@@ -17,6 +17,7 @@ from events.subjects import (
     EVENTS_STREAM,
     EVENTS_SUBJECT_PREFIX,
     LEASES_SUBJECT_PREFIX,
+    LIVE_EVENTS_SUBJECT_PREFIX,
     LOAD_FAILURES_BUCKET,
     MODELS_BUCKET,
     REQUESTS_STREAM,
@@ -58,6 +59,13 @@ def stream_configs(settings: JournalSettings) -> list[dict[str, Any]]:
             "max_age": settings.events_max_age_s,
             "duplicate_window": duplicate_window,
             "num_replicas": settings.stream_replicas,
+            # What the stream stored, and only that, goes on to the live subjects (a
+            # plain subscriber of spate.events.* also gets publishes the stream refused:
+            # a fenced writer's, a duplicate). A stream declared before this had no
+            # republish: `declare` updates it in place.
+            "republish": RePublish(
+                src=f"{EVENTS_SUBJECT_PREFIX}.>", dest=f"{LIVE_EVENTS_SUBJECT_PREFIX}.>"
+            ),
         },
     ]
 
