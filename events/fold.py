@@ -26,6 +26,7 @@ from events.request import RequestAccepted
 from events.response_object import (
     custom_tool_call_item,
     function_call_item,
+    length_incomplete_details,
     logprob_objects,
     message_item,
     output_text_part,
@@ -229,7 +230,9 @@ class ResponseFold:
             self._emit("response.completed", response=self.response())
         elif event.finish_reason == "length":
             self.status = "incomplete"
-            self.incomplete_details = {"reason": "max_output_tokens"}
+            self.incomplete_details = length_incomplete_details(
+                self._accepted.sampling.max_output_tokens, event.usage
+            )
             self._emit("response.incomplete", response=self.response())
         else:
             # The Responses stream has no "cancelled" event; an incomplete terminal event

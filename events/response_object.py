@@ -21,6 +21,29 @@ def usage_object(usage: Usage) -> dict[str, Any]:
     }
 
 
+def length_incomplete_details(max_output_tokens: int | None, usage: Usage) -> dict[str, Any]:
+    """`incomplete_details` of a response cut by a length limit. `reason` stays
+    "max_output_tokens", the one length reason in the contract (OpenAI's SDK, validating
+    strictly, allows it and "content_filter" only); where the model's context was the limit
+    rather than max_output_tokens, a `message` says so plainly (the schema allows more keys,
+    and the SDK keeps them), since a request without max_output_tokens otherwise runs to
+    the context's end with nothing saying why."""
+    details: dict[str, Any] = {"reason": "max_output_tokens"}
+    if max_output_tokens is not None and usage.output_tokens >= max_output_tokens:
+        return details
+    total = usage.input_tokens + usage.output_tokens
+    limit = (
+        "no max_output_tokens was set" if max_output_tokens is None
+        else f"before max_output_tokens ({max_output_tokens})"
+    )
+    details["message"] = (
+        f"The response reached the end of the model's context: {total} tokens "
+        f"({usage.input_tokens} input, {usage.output_tokens} output); {limit}. "
+        "Set max_output_tokens to end a response sooner."
+    )
+    return details
+
+
 def logprob_objects(logprobs: tuple[TokenLogprob, ...] | None) -> list[dict[str, Any]]:
     if not logprobs:
         return []

@@ -199,6 +199,7 @@ def load_engine_model(settings: WorkerSettings) -> EngineModel:
         kernels=settings.kernels,
         max_num_seqs=settings.max_num_seqs,
         num_kv_blocks=settings.num_kv_blocks,
+        max_model_len=settings.max_model_len,
         num_threads=settings.num_threads,
         speculation=SpeculationConfig(enabled=settings.speculative_decoding),
     )

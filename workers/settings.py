@@ -54,6 +54,9 @@ class WorkerSettings(JournalSettings):
     # core. `spate serve` leaves one core to the API and NATS on its machine (cli/main.py).
     num_threads: int | None = Field(default=None, ge=1)
     num_kv_blocks: int | None = Field(default=None, ge=1)
+    # Longest sequence (prompt plus output) a request may reach; None: the model's context
+    # length. The worker advertises it as the model's context length.
+    max_model_len: int | None = Field(default=None, ge=2)
     # Prompt-lookup speculative decoding where it is exact (workers/engine/speculation.py):
     # it never changes the output, and drafts only where they are expected to pay.
     speculative_decoding: bool = True

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from events import GenerationFailed, GenerationFinished, RequestAccepted, Usage
+from events.response_object import length_incomplete_details
 from events.subjects import worker_client_name
 from journal import CountRefused, DurableConsumer, Fenced, Journal
 from workers.adoption import adopt_orphans
@@ -255,10 +256,16 @@ class Worker:
             raw = None
             if job.output_token_ids is not None:
                 raw = await asyncio.to_thread(self.served.decode, job.output_token_ids)
+            usage = usage_of(output)
             await publish(GenerationFinished, finish_reason=output.finish_reason,
-                          usage=usage_of(output), raw_output_text=raw)
+                          usage=usage, raw_output_text=raw)
             job.log.info("finished %s: %s, %d output tokens", output.request_id,
                          output.finish_reason, output.num_output_tokens)
+            if output.finish_reason == "length":
+                # The response's incomplete_details say the same; the operator sees it here.
+                details = length_incomplete_details(job.request.sampling.max_output_tokens, usage)
+                if "message" in details:
+                    job.log.info("%s: %s", output.request_id, details["message"])
             self._spawn(self._settle(job))
 
     def _count(self, job: Job, output: Any) -> None:

@@ -120,6 +120,23 @@ def test_incomplete_at_max_output_tokens() -> None:
     assert response["output"][0]["status"] == "incomplete"
 
 
+@pytest.mark.parametrize("max_output_tokens", [None, 100])
+def test_incomplete_at_the_context_says_so(max_output_tokens: int | None) -> None:
+    """A length cut short of max_output_tokens (or with none set) was the model's context:
+    the reason stays the one the SDK accepts, and a message says what happened."""
+    request = accepted().model_copy(update={
+        "sampling": SamplingSettings(temperature=0.0, max_output_tokens=max_output_tokens)})
+    body = [started(), tokens("text", "abcd"), finished("length", 4)]
+    state = fold([request, *(e.model_copy(update={"seq": seq}) for seq, e in enumerate(body, 1))])
+    details = state.response()["incomplete_details"]
+    assert details["reason"] == "max_output_tokens"
+    assert "end of the model's context: 9 tokens (5 input, 4 output)" in details["message"]
+    expected = ("no max_output_tokens was set" if max_output_tokens is None
+                else "before max_output_tokens (100)")
+    assert expected in details["message"]
+    assert state.sse_events[-1]["response"]["incomplete_details"] == details
+
+
 def test_failed_mid_stream() -> None:
     state = fold(log_of(
         started(), tokens("text", "par"),
