@@ -10,13 +10,13 @@ and the request reports N reasoning tokens.
 
 A request with a budget asked for reasoning *then an answer*, so its response may not end
 before the answer has begun (`holds_answer_open`): not inside a think block, which the
-model's end marker or the budget's closes within the budget, and not at the first token
-after the block. Without this, a model that knows no think blocks (the default
-SmolLM2-135M, whose thinking is a template variant) mostly answered inside the block and
-sampled EOS there, or sampled EOS right after the forced end marker: reasoning and no
-answer. It is vLLM's `min_tokens` (stop tokens masked) applied to the two places an
-answer can be lost, bounded by the budget plus one token. Without a budget nothing is
-masked: a block could then run to the end of the context.
+model's end marker or the budget's closes within the budget, nor after the block while the
+answer holds only whitespace. Without this, a model that knows no think blocks (the
+default SmolLM2-135M, whose thinking is a template variant) mostly answered inside the
+block and sampled EOS there, or sampled EOS right after the forced end marker: reasoning
+and no answer. It is vLLM's `min_tokens` (stop tokens masked) applied to the two places an
+answer can be lost, bounded by the budget plus the answer's leading whitespace. Without a
+budget nothing is masked: a block could then run to the end of the context.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from workers.engine.sequence import Sequence
+from workers.model.harmony import answer_opening
 
 
 class ThinkEvent(Enum):
@@ -39,6 +40,13 @@ class ReasoningMarkers:
     # Empty when the profile has no start marker: then only the prompt can open a block.
     start_token_ids: tuple[int, ...]
     end_token_ids: tuple[int, ...]
+    # What the budget forces: the end marker, then what opens the answer where the format
+    # needs more than the marker (harmony's `<|start|>assistant<|channel|>final<|message|>`).
+    forced_end_token_ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.forced_end_token_ids[:len(self.end_token_ids)] != self.end_token_ids:
+            object.__setattr__(self, "forced_end_token_ids", self.end_token_ids)
 
     @classmethod
     def from_strings(
@@ -50,7 +58,9 @@ class ReasoningMarkers:
         end_token_ids = tuple(encode(end))
         if not end_token_ids:
             raise ValueError(f"reasoning end marker {end!r} encodes to no tokens")
-        return cls(tuple(encode(start)) if start else (), end_token_ids)
+        opening = answer_opening(start, end)
+        return cls(tuple(encode(start)) if start else (), end_token_ids,
+                   end_token_ids + tuple(encode(opening)) if opening else end_token_ids)
 
 
 class ThinkingBudget:
@@ -58,8 +68,12 @@ class ThinkingBudget:
     `forced_token` (before the step) and `observe` (after it), live and when a resumed
     request replays its earlier output, so both reach the same state."""
 
-    def __init__(self, markers: ReasoningMarkers) -> None:
+    def __init__(
+        self, markers: ReasoningMarkers, blank_token_ids: frozenset[int] = frozenset()
+    ) -> None:
         self.markers = markers
+        # Tokens whose text is whitespace or nothing: they do not begin an answer.
+        self.blank_token_ids = blank_token_ids
 
     def begin(self, seq: Sequence, prompt_opens_reasoning: bool) -> None:
         seq.think.in_block = prompt_opens_reasoning
@@ -77,7 +91,10 @@ class ThinkingBudget:
             and not seq.think.forced_token_ids
             and seq.think.tokens_in_block >= budget
         ):
-            seq.think.forced_token_ids.extend(self.markers.end_token_ids)
+            # A grammar-held answer opens as its grammar says (a harmony call, not final).
+            forced = (self.markers.forced_end_token_ids if seq.grammar is None
+                      else self.markers.end_token_ids)
+            seq.think.forced_token_ids.extend(forced)
         return seq.think.forced_token_ids[0] if seq.think.forced_token_ids else None
 
     def observe(self, seq: Sequence, token_id: int) -> ThinkEvent | None:
@@ -88,7 +105,7 @@ class ThinkingBudget:
         else:
             # Only a replayed history that diverged from what was forced gets here.
             seq.think.forced_token_ids.clear()
-        seq.think.awaiting_answer = False
+        awaiting_answer, seq.think.awaiting_answer = seq.think.awaiting_answer, False
         if seq.think.in_block:
             seq.think.tokens_in_block += 1
             end = self.markers.end_token_ids
@@ -96,10 +113,17 @@ class ThinkingBudget:
                 seq.think.num_reasoning_tokens += seq.think.tokens_in_block - len(end)
                 seq.think.in_block = False
                 seq.think.tokens_in_block = 0
-                seq.think.forced_token_ids.clear()
+                if not was_forced:
+                    seq.think.forced_token_ids.clear()
                 seq.think.awaiting_answer = True
                 return ThinkEvent.CLOSED_BY_BUDGET if was_forced else ThinkEvent.CLOSED_BY_MODEL
             return None
+        if was_forced:
+            # The rest of the forced sequence opens the answer: it has not begun yet.
+            seq.think.awaiting_answer = True
+            return None
+        if awaiting_answer and token_id in self.blank_token_ids:
+            seq.think.awaiting_answer = True  # whitespace alone has not begun the answer
         start = self.markers.start_token_ids
         if start and seq.num_output_tokens >= len(start) and _ends_with(seq.token_ids, start):
             # A later block gets a fresh budget.
@@ -112,12 +136,20 @@ class ThinkingBudget:
         """Reasoning tokens so far, the open block's included, forced marker tokens not."""
         if not seq.think.in_block:
             return seq.think.num_reasoning_tokens
+        # Inside the block only the end marker is forced: whatever follows it comes after.
         forced_so_far = (
-            len(self.markers.end_token_ids) - len(seq.think.forced_token_ids)
+            len(self.markers.end_token_ids)
+            - max(len(seq.think.forced_token_ids) - self._opening_length(seq), 0)
             if seq.think.forced_token_ids
             else 0
         )
         return seq.think.num_reasoning_tokens + seq.think.tokens_in_block - forced_so_far
+
+    def _opening_length(self, seq: Sequence) -> int:
+        """How many tokens after the end marker the budget forces for this sequence."""
+        if seq.grammar is not None:
+            return 0
+        return len(self.markers.forced_end_token_ids) - len(self.markers.end_token_ids)
 
     def partial_marker_length(self, seq: Sequence) -> int:
         """How many trailing tokens could be the opening of the marker awaited next (the end

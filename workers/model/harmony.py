@@ -34,6 +34,12 @@ CHANNELS = ("analysis", "commentary", "final")
 EFFORTS = ("low", "medium", "high")
 DEFAULT_MODEL_IDENTITY = "You are ChatGPT, a large language model trained by OpenAI."
 DEFAULT_KNOWLEDGE_CUTOFF = "2024-06"
+# Reasoning as the engine's think markers see it: an analysis message's opening (after the
+# `<|start|>assistant` the prompt or an earlier message wrote) and its end.
+ANALYSIS_START = f"{CHANNEL}analysis{MESSAGE}"
+ANALYSIS_END = END
+# What a thinking budget forces after ANALYSIS_END: the final answer's header.
+FINAL_OPENING = f"{START}assistant{CHANNEL}final{MESSAGE}"
 # The content type of a call's JSON arguments, as the model writes it.
 JSON_CONTENT_TYPE = f"{CONSTRAIN}json"
 
@@ -181,3 +187,9 @@ def without_dropped_analysis(messages: Sequence[HarmonyMessage]) -> list[Harmony
         return list(messages)
     first_final = next(i for i, m in enumerate(messages) if m.channel == "final")
     return [m for i, m in enumerate(messages) if not (i < first_final and m.channel == "analysis")]
+
+
+def answer_opening(reasoning_start: str | None, reasoning_end: str) -> str:
+    """What must follow a forced end of reasoning for the answer to begin: harmony's final
+    header after an analysis message; nothing for think-tag formats."""
+    return FINAL_OPENING if (reasoning_start, reasoning_end) == (ANALYSIS_START, ANALYSIS_END) else ""

@@ -10,6 +10,7 @@ import tokenizers
 # End-of-turn markers of common chat formats. A chat model whose template closes turns
 # with one of these stops there, even when its config names a different eos.
 TURN_END_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|eom_id|>")
+HARMONY_TURN_ENDS = ("<|return|>", "<|call|>")
 
 
 class Tokenizer:
@@ -28,6 +29,7 @@ class Tokenizer:
         if not self.eos_token_ids:
             raise ValueError("a tokenizer needs at least one eos token id")
         self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
+        self._blank_token_ids: frozenset[int] | None = None
         for token_id in (
             *self.eos_token_ids,
             *([bos_token_id] if bos_token_id is not None else []),
@@ -71,6 +73,19 @@ class Tokenizer:
         text = self.backend.decode([anchor, token_id], skip_special_tokens=False)
         return text[len(before) :] if text.startswith(before) else text
 
+    def blank_token_ids(self) -> frozenset[int]:
+        """Tokens whose text alone is whitespace or nothing (a newline, a run of spaces, a
+        byte of a character split across tokens counts as text); computed once, a batched
+        decode of the vocabulary (a tenth of a second at 49k tokens)."""
+        if self._blank_token_ids is None:
+            texts = self.backend.decode_batch(
+                [[token_id] for token_id in range(self.vocab_size)], skip_special_tokens=False
+            )
+            self._blank_token_ids = frozenset(
+                token_id for token_id, text in enumerate(texts) if not text.strip()
+            )
+        return self._blank_token_ids
+
     def token_to_id(self, token: str) -> int | None:
         return self.backend.token_to_id(token)
 
@@ -84,8 +99,16 @@ class Tokenizer:
 def chat_eos_token_ids(
     backend: tokenizers.Tokenizer, eos_token_ids: Iterable[int], chat_template: str | None
 ) -> list[int]:
-    """The configured eos ids plus the end-of-turn marker the chat template writes, if any."""
+    """The configured eos ids plus the end-of-turn marker the chat template writes, if any.
+    Harmony's `<|end|>` ends one message of a turn (the reasoning before the answer), not
+    the turn: there `<|return|>` (the answer) and `<|call|>` (a tool call) end it."""
     ids = list(eos_token_ids)
+    if chat_template and "<|channel|>" in chat_template:
+        for marker in HARMONY_TURN_ENDS:
+            token_id = backend.token_to_id(marker)
+            if token_id is not None:
+                ids.append(token_id)
+        return list(dict.fromkeys(ids))
     if chat_template:
         for marker in TURN_END_MARKERS:
             token_id = backend.token_to_id(marker)
