@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from api.encrypted_content import KEY_FILE_ENV, new_key
 from api.settings import ApiSettings
-from cli import events_command
+from cli import events_command, store_rebuild
 from cli.log_format import configure_logging, logs_json
 from cli.nats_address import use_nats_address
 from cli.nats_server import EmbeddedNats
@@ -105,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         "store", help="the store's projection alone (API replicas with the store on run one too)")
     store.add_argument("--nats-url", default=None)
     store.add_argument("--store-url", default=None, help="the response store, redis://host:port/db")
+    store_rebuild.add_parser(store)
     return parser
 
 
@@ -360,7 +361,7 @@ def _run(argv: list[str] | None) -> int:
     elif args.command == "worker":
         return run_worker(args)
     elif args.command == "store":
-        return run_store(args)
+        return store_rebuild.run_rebuild(args) if args.store_command == "rebuild" else run_store(args)
     elif args.command == "events":
         return events_command.run_events(args)
     else:

@@ -32,6 +32,7 @@ from journal.live_feed import LiveFeed
 from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.pipeline import PublishPipeline
 from journal.registry import Registry
+from journal.replay import ReplayedMessage, replay
 from journal.routing import direct_consumer_config, fall_back, first_lease, lease_holder
 from journal.settings import JournalSettings
 from journal.tail import TailedMessage, tail
@@ -297,6 +298,11 @@ class Journal:
     def tail_events(self, from_start: bool = False) -> AsyncIterator[TailedMessage]:
         """Every response's events as they are written (or from the oldest stored)."""
         return tail(self.connection.require(), EVENTS_STREAM, f"{EVENTS_SUBJECT_PREFIX}.>", from_start)
+
+    def replay_events(self) -> AsyncIterator[ReplayedMessage]:
+        """Every response's stored events, oldest first, up to the last one stored now:
+        a projection rebuilt from the log (`spate store rebuild`)."""
+        return replay(self.connection.require(), EVENTS_STREAM, f"{EVENTS_SUBJECT_PREFIX}.>")
 
     def tail_requests(self, model: str, from_start: bool = False) -> AsyncIterator[TailedMessage]:
         """`model`'s request events as the API publishes them."""

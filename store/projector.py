@@ -150,6 +150,28 @@ class Projector:
             events = [decode(delivery.data) for delivery in deliveries]
         except EventDecodeError:
             return False
+        try:
+            if not await self._append_run(events):
+                return False
+        except (StoreUnavailable, JournalUnavailable):
+            await _hand_back(deliveries)
+            raise
+        for delivery in deliveries:
+            await delivery.ack_soon()
+        return True
+
+    async def apply_run(self, events: list[Any]) -> None:
+        """Project consecutive events of one response (`spate store rebuild`): one store
+        write when they follow on from its fold, else one by one (`apply`)."""
+        if len(events) > 1 and await self._append_run(events):
+            return
+        for event in events:
+            await self.apply(event)
+
+    async def _append_run(self, events: list[Any]) -> bool:
+        """Store consecutive events of one response in one append; False (nothing
+        written) when they do not follow on from its fold or the append failed for
+        another reason than an outage."""
         response_id = events[0].response_id
         fold = self._folds.get(response_id)
         if fold is None and events[0].seq == 0:
@@ -162,13 +184,10 @@ class Projector:
         try:
             await self._append(fold, events)
         except (StoreUnavailable, JournalUnavailable):
-            await _hand_back(deliveries)
             raise
         except Exception:  # SeqGap, a refused write: one by one, with their retries
             self._folds.pop(response_id, None)
             return False
-        for delivery in deliveries:
-            await delivery.ack_soon()
         return True
 
     async def _project(self, delivery: Delivery) -> None:
