@@ -277,12 +277,9 @@ def paged_decode_attention(
     """As kernels.paged_decode_attention_ref; with a sliding window, blocks wholly before
     it are neither read nor checked."""
     check_sliding_window(sliding_window)
-    if sliding_window is not None:
-        return _reference("paged_decode_attention")(  # type: ignore[no-any-return]
-            q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window
-        )
     out: torch.Tensor = torch.ops.spate_cpu.paged_decode_attention(
-        q.contiguous(), k_cache, v_cache, block_tables.contiguous(), context_lens, scale
+        q.contiguous(), k_cache, v_cache, block_tables.contiguous(), context_lens, scale,
+        sliding_window,
     )
     return out
 
@@ -297,14 +294,12 @@ def prefill_attention(
     scale: float,
     sliding_window: int | None = None,
 ) -> torch.Tensor:
-    """As kernels.prefill_attention_ref: each query through decode attention's routine."""
+    """As kernels.prefill_attention_ref: each query through decode attention's routine, so
+    with its window too."""
     check_sliding_window(sliding_window)
-    if sliding_window is not None:
-        return _reference("prefill_attention")(  # type: ignore[no-any-return]
-            q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale, sliding_window
-        )
     out: torch.Tensor = torch.ops.spate_cpu.prefill_attention(
-        q.contiguous(), k_cache, v_cache, block_tables.contiguous(), cu_seqlens_q, context_lens, scale
+        q.contiguous(), k_cache, v_cache, block_tables.contiguous(), cu_seqlens_q, context_lens,
+        scale, sliding_window,
     )
     return out
 
@@ -337,8 +332,8 @@ def quantized_weight(
 @dataclass(frozen=True, slots=True)
 class LayerWeights:
     """One decoder layer's weights for `decoder_stack`, named as workers/model/llama.py's
-    modules name them (kernels/cpu/decoder_layers.h): the norms' weights and the linears'
-    `quantized_weight`s."""
+    modules name them (kernels/cpu/decoder_layers.h): the norms' weights, the linears'
+    `quantized_weight`s, and its attention's sliding window (None: the whole context)."""
 
     input_layernorm: torch.Tensor
     qkv_proj: torch.ScriptObject
@@ -346,6 +341,7 @@ class LayerWeights:
     post_attention_layernorm: torch.Tensor
     gate_up_proj: torch.ScriptObject
     down_proj: torch.ScriptObject
+    sliding_window: int | None = None
 
 
 def decoder_stack(

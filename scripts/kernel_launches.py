@@ -51,7 +51,8 @@ def launch_examples(shape: ModelShape, dtype: torch.dtype) -> dict[str, tuple[st
 
     Five prefill tokens in two sequences; decode runs once for two sequences with a short
     block table (one program per KV head) and once for one sequence with a long one (split
-    across programs, then merged); the sampler's kernel with and without logit_bias.
+    across programs, then merged); both attention ops again with a sliding window (Mistral's
+    4096 keys, gpt-oss's 128 for the split); the sampler's kernel with and without logit_bias.
     """
     heads, kv_heads, head_dim = shape.num_heads, shape.num_kv_heads, shape.head_dim
     hidden, intermediate = shape.hidden_size, shape.intermediate_size
@@ -66,6 +67,10 @@ def launch_examples(shape: ModelShape, dtype: torch.dtype) -> dict[str, tuple[st
         tables = zeros(sequences, table_width, of=torch.int32)
         return (zeros(sequences, heads, head_dim), cache, cache, tables, lens[:sequences],
                 head_dim**-0.5)
+
+    def prefill() -> tuple:
+        return (zeros(tokens, heads, head_dim), cache, cache, zeros(batch, 4, of=torch.int32),
+                torch.tensor([0, 2, tokens], dtype=torch.int32), lens, head_dim**-0.5)
 
     def sampler(bias: bool) -> tuple:
         vocab, fp32 = shape.vocab_size, torch.float32
@@ -95,11 +100,14 @@ def launch_examples(shape: ModelShape, dtype: torch.dtype) -> dict[str, tuple[st
         "paged_decode_attention": ("paged_decode_attention", decode(batch, 1)),
         # One long sequence: the most splits, so the merge's widest tile.
         "paged_decode_attention (split)": ("paged_decode_attention", decode(1, 256)),
-        "prefill_attention": (
-            "prefill_attention",
-            (zeros(tokens, heads, head_dim), cache, cache, zeros(batch, 4, of=torch.int32),
-             torch.tensor([0, 2, tokens], dtype=torch.int32), lens, head_dim**-0.5),
+        "paged_decode_attention (sliding window)": (
+            "paged_decode_attention", (*decode(batch, 1), 4096)
         ),
+        "paged_decode_attention (split, sliding window)": (
+            "paged_decode_attention", (*decode(1, 256), 128)
+        ),
+        "prefill_attention": ("prefill_attention", prefill()),
+        "prefill_attention (sliding window)": ("prefill_attention", (*prefill(), 4096)),
         "apply_logits_processors": ("apply_logits_processors", sampler(bias=False)),
         "apply_logits_processors (logit_bias)": ("apply_logits_processors", sampler(bias=True)),
     }

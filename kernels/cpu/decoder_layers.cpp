@@ -16,7 +16,8 @@ QuantizedWeight::QuantizedWeight(at::Tensor codes, at::Tensor scales,
                                  c10::optional<at::Tensor> mins, int64_t bits, int64_t offset)
     : codes(std::move(codes)), scales(std::move(scales)), mins(std::move(mins)), bits(bits),
       offset(offset) {
-  TORCH_CHECK(bits == 4 || bits == 8, "bits must be 4 or 8, got ", bits);
+  // 4 or 8 in groups of 32; 4, 5 or 6 in K-quant super-blocks (quantized_linear checks).
+  TORCH_CHECK(bits >= 4 && bits <= 8, "bits must be 4 to 8, got ", bits);
 }
 
 at::Tensor QuantizedWeight::operator()(const at::Tensor& x) const {
@@ -30,10 +31,12 @@ DecoderStack::DecoderStack(int64_t num_heads, int64_t num_kv_heads, int64_t head
 
 void DecoderStack::add_layer(at::Tensor input_layernorm, Linear qkv_proj, Linear o_proj,
                              at::Tensor post_attention_layernorm, Linear gate_up_proj,
-                             Linear down_proj) {
+                             Linear down_proj, c10::optional<int64_t> sliding_window) {
+  TORCH_CHECK(!sliding_window.has_value() || *sliding_window >= 1,
+              "sliding_window must be at least 1");
   layers.push_back({std::move(input_layernorm), std::move(qkv_proj), std::move(o_proj),
                     std::move(post_attention_layernorm), std::move(gate_up_proj),
-                    std::move(down_proj)});
+                    std::move(down_proj), sliding_window});
 }
 
 std::tuple<at::Tensor, at::Tensor> decoder_layers(
@@ -75,9 +78,9 @@ std::tuple<at::Tensor, at::Tensor> decoder_layers(
     const at::Tensor attended =
         cu_seqlens_q.has_value()
             ? prefill_attention(q, k_caches[layer], v_caches[layer], blocks, *cu_seqlens_q,
-                                context_lens, stack->scale)
+                                context_lens, stack->scale, w.sliding_window)
             : paged_decode_attention(q, k_caches[layer], v_caches[layer], blocks, context_lens,
-                                     stack->scale);
+                                     stack->scale, w.sliding_window);
     hidden = (*w.o_proj)(attended.reshape({tokens, q_size}));
     std::tie(hidden, residual) = rms_norm(hidden, w.post_attention_layernorm, stack->eps, residual);
     hidden = (*w.down_proj)(silu_and_mul((*w.gate_up_proj)(hidden)));

@@ -28,12 +28,14 @@ struct QuantizedWeight : torch::CustomClassHolder {
 
 using Linear = c10::intrusive_ptr<QuantizedWeight>;
 
-// One decoder layer: its two norms' weights and its four linears.
+// One decoder layer: its two norms' weights, its four linears and its attention's sliding
+// window (none: the whole context).
 struct LayerWeights {
   at::Tensor input_layernorm;
   Linear qkv_proj, o_proj;
   at::Tensor post_attention_layernorm;
   Linear gate_up_proj, down_proj;
+  c10::optional<int64_t> sliding_window;
 };
 
 // Every layer of a model, in order, and the shapes its attention needs.
@@ -42,7 +44,8 @@ struct DecoderStack : torch::CustomClassHolder {
                double scale);
 
   void add_layer(at::Tensor input_layernorm, Linear qkv_proj, Linear o_proj,
-                 at::Tensor post_attention_layernorm, Linear gate_up_proj, Linear down_proj);
+                 at::Tensor post_attention_layernorm, Linear gate_up_proj, Linear down_proj,
+                 c10::optional<int64_t> sliding_window);
 
   int64_t num_heads, num_kv_heads, head_dim;
   double eps, scale;

@@ -22,7 +22,7 @@ TORCH_LIBRARY(spate_cpu, m) {
       .def("add_layer", &DecoderStack::add_layer, "",
            {torch::arg("input_layernorm"), torch::arg("qkv_proj"), torch::arg("o_proj"),
             torch::arg("post_attention_layernorm"), torch::arg("gate_up_proj"),
-            torch::arg("down_proj")})
+            torch::arg("down_proj"), torch::arg("sliding_window") = torch::arg::none()})
       .def("__len__", [](const c10::intrusive_ptr<DecoderStack>& self) {
         return static_cast<int64_t>(self->layers.size());
       });
@@ -32,9 +32,10 @@ TORCH_LIBRARY(spate_cpu, m) {
         "Tensor slot_mapping) -> ()");
   m.def("rotary_embedding(Tensor(a!) q, Tensor(b!) k, Tensor positions, Tensor cos_sin_cache) -> ()");
   m.def("paged_decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
-        "Tensor context_lens, float scale) -> Tensor");
+        "Tensor context_lens, float scale, int? sliding_window=None) -> Tensor");
   m.def("prefill_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
-        "Tensor cu_seqlens_q, Tensor context_lens, float scale) -> Tensor");
+        "Tensor cu_seqlens_q, Tensor context_lens, float scale, int? sliding_window=None) "
+        "-> Tensor");
   m.def("quantized_linear(Tensor x, Tensor codes, Tensor scales, Tensor? mins, int bits, "
         "int offset) -> Tensor");
   m.def("decoder_layers(__torch__.torch.classes.spate_cpu.DecoderStack stack, Tensor hidden, "

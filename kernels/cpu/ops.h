@@ -39,16 +39,19 @@ void rotary_embedding(at::Tensor q, at::Tensor k, const at::Tensor& positions,
 void store_kv_cache(const at::Tensor& k, const at::Tensor& v, at::Tensor k_cache,
                     at::Tensor v_cache, const at::Tensor& slot_mapping);
 
-// One query row per sequence over its paged cache.
+// One query row per sequence over its paged cache; with a sliding window W, over its
+// last W positions only (the query at p sees p - W < k <= p).
 at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k_cache,
                                   const at::Tensor& v_cache, const at::Tensor& block_tables,
-                                  const at::Tensor& context_lens, double scale);
+                                  const at::Tensor& context_lens, double scale,
+                                  const c10::optional<int64_t>& sliding_window);
 
-// Every new token of each sequence (cu_seqlens_q) over its paged cache, causally.
+// Every new token of each sequence (cu_seqlens_q) over its paged cache, causally, within
+// its sliding window where there is one.
 at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k_cache,
                              const at::Tensor& v_cache, const at::Tensor& block_tables,
                              const at::Tensor& cu_seqlens_q, const at::Tensor& context_lens,
-                             double scale);
+                             double scale, const c10::optional<int64_t>& sliding_window);
 
 // x [M, K] float32 times a GGUF file's quantized weight [N, K] transposed: [M, N].
 at::Tensor quantized_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,

@@ -26,25 +26,27 @@ inline void prefetch_row(const T* row, int64_t n) {
   }
 }
 
-// visit(l, row, ahead) for positions l < context in order, row pointing at position l's
-// cached row (`cache` offset to the head and dims wanted) and ahead at the row a block
-// later in the sequence (the one to fetch now: a decode step's cache is mostly in no
-// cache level, and a fixed four positions ahead came late and, past a block's end,
+// visit(l - start, row, ahead) for positions start <= l < context in order, row pointing
+// at position l's cached row (`cache` offset to the head and dims wanted) and ahead at the
+// row a block later in the sequence (the one to fetch now: a decode step's cache is mostly
+// in no cache level, and a fixed four positions ahead came late and, past a block's end,
 // pointed into some other sequence's block; in the last block, row itself). A cache
-// block at a time, with no division per position.
+// block at a time, with no division per position; the table's entries for blocks wholly
+// before `start` (a sliding window's) are never read.
 template <typename T, typename Visit>
 inline void for_each_position(const T* cache, const int32_t* block_table, int64_t block_size,
-                              int64_t token_stride, int64_t context, Visit&& visit) {
+                              int64_t token_stride, int64_t start, int64_t context,
+                              Visit&& visit) {
   const int64_t blocks = (context + block_size - 1) / block_size;
   const int64_t block_stride = block_size * token_stride;
-  for (int64_t i = 0; i < blocks; ++i) {
-    const int64_t first = i * block_size;
+  for (int64_t i = start / block_size; i < blocks; ++i) {
+    const int64_t block_start = i * block_size;
     const T* block = cache + block_table[i] * block_stride;
     const T* next = i + 1 < blocks ? cache + block_table[i + 1] * block_stride : block;
-    const int64_t last = std::min(context, first + block_size);
-    for (int64_t l = first; l < last; ++l) {
-      const int64_t at = (l - first) * token_stride;
-      visit(l, block + at, next + at);
+    const int64_t last = std::min(context, block_start + block_size);
+    for (int64_t l = std::max(block_start, start); l < last; ++l) {
+      const int64_t at = (l - block_start) * token_stride;
+      visit(l - start, block + at, next + at);
     }
   }
 }
@@ -71,9 +73,9 @@ inline __m256 load_m256(const T* p) {
 template <typename T>
 inline float scores_m256(const float* query, const T* k_cache, const int32_t* block_table,
                          int64_t block_size, int64_t token_stride, int64_t head_dim,
-                         int64_t context, float* scores) {
+                         int64_t start, int64_t context, float* scores) {
   float best = -INFINITY;
-  for_each_position(k_cache, block_table, block_size, token_stride, context,
+  for_each_position(k_cache, block_table, block_size, token_stride, start, context,
                     [&](int64_t l, const T* key, const T* ahead) {
                       prefetch_row(ahead, head_dim);
                       __m256 low = _mm256_setzero_ps(), high = _mm256_setzero_ps();
@@ -92,11 +94,11 @@ inline float scores_m256(const float* query, const T* k_cache, const int32_t* bl
 // acc[d] = sum over positions of scores[l] * value[l][d] for 64 dims from d0.
 template <typename T>
 inline void weighted_values_m256(const T* values, const int32_t* block_table, int64_t block_size,
-                                 int64_t token_stride, int64_t context, const float* scores,
-                                 float* acc) {
+                                 int64_t token_stride, int64_t start, int64_t context,
+                                 const float* scores, float* acc) {
   __m256 sum[8];
   for (int c = 0; c < 8; ++c) sum[c] = _mm256_setzero_ps();
-  for_each_position(values, block_table, block_size, token_stride, context,
+  for_each_position(values, block_table, block_size, token_stride, start, context,
                     [&](int64_t l, const T* value, const T* ahead) {
                       prefetch_row(ahead, 4 * kLanes);
                       const __m256 weight = _mm256_set1_ps(scores[l]);
@@ -109,25 +111,28 @@ inline void weighted_values_m256(const T* values, const int32_t* block_table, in
 #define SPATE_M256_ATTENTION 1
 #endif
 
-// One query row over the first `context` cached positions of a sequence, for one KV head.
-// scores and the output accumulator are the caller's scratch.
+// One query row over cached positions start <= l < context of a sequence (start is 0,
+// or where a sliding window begins), for one KV head. scores and the output accumulator
+// are the caller's scratch; scores[i] is position start + i's.
 template <typename T>
 inline void attend_one(const T* query, float scale, const T* k_cache, const T* v_cache,
                 const int32_t* block_table, int64_t block_size, int64_t num_kv_heads,
-                int64_t kv_head, int64_t head_dim, int64_t context, std::vector<float>& scores,
-                std::vector<float>& scaled_query, std::vector<float>& acc, T* out) {
-  if (context == 0) {
+                int64_t kv_head, int64_t head_dim, int64_t start, int64_t context,
+                std::vector<float>& scores, std::vector<float>& scaled_query,
+                std::vector<float>& acc, T* out) {
+  const int64_t n = context - start;
+  if (n <= 0) {
     for (int64_t d = 0; d < head_dim; ++d) out[d] = from_float<T>(0.0f);
     return;
   }
   for (int64_t d = 0; d < head_dim; ++d) scaled_query[d] = to_float(query[d]) * scale;
-  scores.resize(context);
+  scores.resize(n);
   const int64_t token_stride = num_kv_heads * head_dim;
   float best = -INFINITY;
 #if defined(SPATE_M256_ATTENTION)
   if (head_dim % kLanes == 0) {
     best = scores_m256(scaled_query.data(), k_cache + kv_head * head_dim, block_table, block_size,
-                       token_stride, head_dim, context, scores.data());
+                       token_stride, head_dim, start, context, scores.data());
   } else
 #endif
   if (head_dim % kLanes == 0) {
@@ -143,7 +148,7 @@ inline void attend_one(const T* query, float scale, const T* k_cache, const T* v
       count = 0;
     };
     for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride,
-                      context, [&](int64_t, const T* key, const T* ahead) {
+                      start, context, [&](int64_t, const T* key, const T* ahead) {
                         prefetch_row(ahead, head_dim);
                         f32x16 sum{};
                         for (int64_t i = 0; i < head_dim; i += kLanes) {
@@ -155,27 +160,27 @@ inline void attend_one(const T* query, float scale, const T* k_cache, const T* v
     if (count > 0) reduce();
   } else {
     for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride,
-                      context, [&](int64_t l, const T* key, const T* ahead) {
+                      start, context, [&](int64_t l, const T* key, const T* ahead) {
                         prefetch_row(ahead, head_dim);
                         scores[l] = dot(scaled_query.data(), key, head_dim);
                         best = std::max(best, scores[l]);
                       });
   }
-  exp_in_place(scores.data(), best, context);
-  const float total = fixed_sum(scores.data(), context);
+  exp_in_place(scores.data(), best, n);
+  const float total = fixed_sum(scores.data(), n);
   // acc[d] += scores[l] * value[l][d], positions in order, 64 dims at a time held in
   // registers across positions (through memory, each position waited on the last).
   const T* values = v_cache + kv_head * head_dim;
   int64_t d0 = 0;
 #if defined(SPATE_M256_ATTENTION)
   for (; d0 + 4 * kLanes <= head_dim; d0 += 4 * kLanes) {
-    weighted_values_m256(values + d0, block_table, block_size, token_stride, context,
+    weighted_values_m256(values + d0, block_table, block_size, token_stride, start, context,
                          scores.data(), acc.data() + d0);
   }
 #endif
   for (; d0 + 4 * kLanes <= head_dim; d0 += 4 * kLanes) {
     f32x16 sum[4] = {};
-    for_each_position(values + d0, block_table, block_size, token_stride, context,
+    for_each_position(values + d0, block_table, block_size, token_stride, start, context,
                       [&](int64_t l, const T* value, const T* ahead) {
                         prefetch_row(ahead, 4 * kLanes);
                         for (int c = 0; c < 4; ++c) {
@@ -186,7 +191,7 @@ inline void attend_one(const T* query, float scale, const T* k_cache, const T* v
   }
   if (d0 < head_dim) {  // head dims that are not a multiple of 64
     std::fill(acc.begin() + d0, acc.begin() + head_dim, 0.0f);
-    for_each_position(values + d0, block_table, block_size, token_stride, context,
+    for_each_position(values + d0, block_table, block_size, token_stride, start, context,
                       [&](int64_t l, const T* value, const T*) {
                         accumulate(acc.data() + d0, scores[l], value, head_dim - d0);
                       });
@@ -201,15 +206,16 @@ constexpr int kMaxGroup = 4;
 // head_dim, one after another): one pass over the cached keys and one over the values
 // serve every head. Each head's scores, weights, sums and their order are attend_one's,
 // so each head gets attend_one's bits; the cache rows are read once, not once per head.
-// For head dims a multiple of 64 and a context of at least one position.
+// For head dims a multiple of 64 and at least one position (start < context).
 template <typename T, int G>
 inline void attend_group(const T* queries, float scale, const T* k_cache, const T* v_cache,
                          const int32_t* block_table, int64_t block_size, int64_t num_kv_heads,
-                         int64_t kv_head, int64_t head_dim, int64_t context,
+                         int64_t kv_head, int64_t head_dim, int64_t start, int64_t context,
                          std::vector<float>& scores, std::vector<float>& scaled_query,
                          std::vector<float>& acc, T* out) {
+  const int64_t n = context - start;  // each head's row of scores
   scaled_query.resize(G * head_dim);
-  scores.resize(G * context);
+  scores.resize(G * n);
   acc.resize(G * head_dim);
   for (int64_t d = 0; d < G * head_dim; ++d) scaled_query[d] = to_float(queries[d]) * scale;
   const float* sq = scaled_query.data();
@@ -218,7 +224,8 @@ inline void attend_group(const T* queries, float scale, const T* k_cache, const 
   float best[G];
   for (int h = 0; h < G; ++h) best[h] = -INFINITY;
 #if defined(SPATE_M256_ATTENTION)
-  for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride, context,
+  for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride, start,
+                    context,
                     [&](int64_t l, const T* key, const T* ahead) {
                       prefetch_row(ahead, head_dim);
                       __m256 low[G], high[G];
@@ -232,8 +239,8 @@ inline void attend_group(const T* queries, float scale, const T* k_cache, const 
                         }
                       }
                       for (int h = 0; h < G; ++h) {
-                        sc[h * context + l] = lane_sum_m256(low[h], high[h]);
-                        best[h] = std::max(best[h], sc[h * context + l]);
+                        sc[h * n + l] = lane_sum_m256(low[h], high[h]);
+                        best[h] = std::max(best[h], sc[h * n + l]);
                       }
                     });
 #else
@@ -242,13 +249,14 @@ inline void attend_group(const T* queries, float scale, const T* k_cache, const 
   int64_t first = 0;
   const auto reduce = [&] {
     for (int h = 0; h < G; ++h) {
-      lane_sums(pending[h], count, sc + h * context + first);
-      for (int i = 0; i < count; ++i) best[h] = std::max(best[h], sc[h * context + first + i]);
+      lane_sums(pending[h], count, sc + h * n + first);
+      for (int i = 0; i < count; ++i) best[h] = std::max(best[h], sc[h * n + first + i]);
     }
     first += count;
     count = 0;
   };
-  for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride, context,
+  for_each_position(k_cache + kv_head * head_dim, block_table, block_size, token_stride, start,
+                    context,
                     [&](int64_t, const T* key, const T* ahead) {
                       prefetch_row(ahead, head_dim);
                       f32x16 sum[G];
@@ -266,8 +274,8 @@ inline void attend_group(const T* queries, float scale, const T* k_cache, const 
 #endif
   float total[G];
   for (int h = 0; h < G; ++h) {
-    exp_in_place(sc + h * context, best[h], context);
-    total[h] = fixed_sum(sc + h * context, context);
+    exp_in_place(sc + h * n, best[h], n);
+    total[h] = fixed_sum(sc + h * n, n);
   }
   const T* values = v_cache + kv_head * head_dim;
 #if defined(SPATE_M256_ATTENTION)
@@ -278,13 +286,13 @@ inline void attend_group(const T* queries, float scale, const T* k_cache, const 
     for (int h = 0; h < G; ++h) {
       for (int c = 0; c < kChunks; ++c) sum[h][c] = _mm256_setzero_ps();
     }
-    for_each_position(values + d0, block_table, block_size, token_stride, context,
+    for_each_position(values + d0, block_table, block_size, token_stride, start, context,
                       [&](int64_t l, const T* value, const T* ahead) {
                         prefetch_row(ahead, 8 * kChunks);
                         __m256 v[kChunks];
                         for (int c = 0; c < kChunks; ++c) v[c] = load_m256(value + 8 * c);
                         for (int h = 0; h < G; ++h) {
-                          const __m256 weight = _mm256_set1_ps(sc[h * context + l]);
+                          const __m256 weight = _mm256_set1_ps(sc[h * n + l]);
                           for (int c = 0; c < kChunks; ++c) {
                             sum[h][c] = _mm256_add_ps(sum[h][c], _mm256_mul_ps(weight, v[c]));
                           }
@@ -300,13 +308,13 @@ inline void attend_group(const T* queries, float scale, const T* k_cache, const 
     for (int h = 0; h < G; ++h) {
       for (int c = 0; c < 4; ++c) sum[h][c] = f32x16{};
     }
-    for_each_position(values + d0, block_table, block_size, token_stride, context,
+    for_each_position(values + d0, block_table, block_size, token_stride, start, context,
                       [&](int64_t l, const T* value, const T* ahead) {
                         prefetch_row(ahead, 4 * kLanes);
                         f32x16 v[4];
                         for (int c = 0; c < 4; ++c) v[c] = load_as_f32x16(value + c * kLanes);
                         for (int h = 0; h < G; ++h) {
-                          const float weight = sc[h * context + l];
+                          const float weight = sc[h * n + l];
                           for (int c = 0; c < 4; ++c) sum[h][c] = sum[h][c] + weight * v[c];
                         }
                       });
@@ -321,19 +329,19 @@ inline void attend_group(const T* queries, float scale, const T* k_cache, const 
 }
 
 // `heads` query heads that share KV head `kv_head` (queries and out: `heads` rows of
-// head_dim), each with attend_one's bits: in one pass where attend_group applies, else one
+// head_dim) over positions start <= l < context, each with attend_one's bits: in one pass where attend_group applies, else one
 // head at a time.
 template <typename T>
 inline void attend_heads(const T* queries, int64_t heads, float scale, const T* k_cache,
                          const T* v_cache, const int32_t* block_table, int64_t block_size,
-                         int64_t num_kv_heads, int64_t kv_head, int64_t head_dim, int64_t context,
-                         std::vector<float>& scores, std::vector<float>& scaled_query,
-                         std::vector<float>& acc, T* out) {
-  if (context > 0 && head_dim % (4 * kLanes) == 0 && heads >= 1 && heads <= kMaxGroup) {
+                         int64_t num_kv_heads, int64_t kv_head, int64_t head_dim, int64_t start,
+                         int64_t context, std::vector<float>& scores,
+                         std::vector<float>& scaled_query, std::vector<float>& acc, T* out) {
+  if (context > start && head_dim % (4 * kLanes) == 0 && heads >= 1 && heads <= kMaxGroup) {
 #define SPATE_GROUP(G)                                                                          \
   if (heads == G) {                                                                             \
     attend_group<T, G>(queries, scale, k_cache, v_cache, block_table, block_size, num_kv_heads, \
-                       kv_head, head_dim, context, scores, scaled_query, acc, out);             \
+                       kv_head, head_dim, start, context, scores, scaled_query, acc, out);      \
     return;                                                                                     \
   }
     SPATE_GROUP(1) SPATE_GROUP(2) SPATE_GROUP(3) SPATE_GROUP(4)
@@ -343,9 +351,20 @@ inline void attend_heads(const T* queries, int64_t heads, float scale, const T* 
   acc.resize(head_dim);
   for (int64_t h = 0; h < heads; ++h) {
     attend_one(queries + h * head_dim, scale, k_cache, v_cache, block_table, block_size,
-               num_kv_heads, kv_head, head_dim, context, scores, scaled_query, acc,
+               num_kv_heads, kv_head, head_dim, start, context, scores, scaled_query, acc,
                out + h * head_dim);
   }
+}
+
+// The first position a query at context - 1 sees: 0, or where its sliding window of
+// `window` keys (itself included) begins.
+inline int64_t window_start(int64_t context, const c10::optional<int64_t>& window) {
+  return window.has_value() ? std::max<int64_t>(context - *window, 0) : 0;
+}
+
+inline void check_window(const c10::optional<int64_t>& window) {
+  TORCH_CHECK(!window.has_value() || *window >= 1, "sliding_window must be at least 1, got ",
+              window.value_or(0));
 }
 
 // How many query heads of a KV head one task takes: the whole group where there are
@@ -354,10 +373,11 @@ inline int64_t heads_per_task(int64_t rows, int64_t num_kv_heads, int64_t group)
   return rows * num_kv_heads >= 2 * at::get_num_threads() ? group : 1;
 }
 
-// The blocks a sequence's first `context` positions sit in must exist in the cache.
-inline void check_blocks(const int32_t* table, int64_t context, int64_t block_size,
-                         int64_t num_blocks, int64_t seq) {
-  for (int64_t i = 0; i < (context + block_size - 1) / block_size; ++i) {
+// The blocks positions start <= l < context of a sequence sit in must exist in the cache
+// (those before a sliding window's start may already be back in the pool).
+inline void check_blocks(const int32_t* table, int64_t start, int64_t context,
+                         int64_t block_size, int64_t num_blocks, int64_t seq) {
+  for (int64_t i = start / block_size; i < (context + block_size - 1) / block_size; ++i) {
     TORCH_CHECK(table[i] >= 0 && table[i] < num_blocks, "block table entry ", i, " of row ", seq,
                 " is ", table[i], ", not one of the cache's ", num_blocks, " blocks");
   }

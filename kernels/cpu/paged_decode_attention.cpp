@@ -12,8 +12,10 @@ namespace spate_cpu {
 
 at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k_cache,
                                   const at::Tensor& v_cache, const at::Tensor& block_tables,
-                                  const at::Tensor& context_lens, double scale) {
+                                  const at::Tensor& context_lens, double scale,
+                                  const c10::optional<int64_t>& sliding_window) {
   check_paged(q, k_cache, v_cache, block_tables, context_lens);
+  check_window(sliding_window);
   at::Tensor lens = context_lens.contiguous();
   const int64_t batch = q.size(0), num_heads = q.size(1), head_dim = q.size(2);
   const int64_t block_size = k_cache.size(1), num_kv_heads = k_cache.size(2);
@@ -25,7 +27,8 @@ at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k_cache
   for (int64_t b = 0; b < batch; ++b) {
     TORCH_CHECK(lengths[b] >= 0 && lengths[b] <= table_width * block_size,
                 "context length ", lengths[b], " of row ", b, " exceeds its block table");
-    check_blocks(block_tables.data_ptr<int32_t>() + b * table_width, lengths[b], block_size,
+    check_blocks(block_tables.data_ptr<int32_t>() + b * table_width,
+                 window_start(lengths[b], sliding_window), lengths[b], block_size,
                  k_cache.size(0), b);
   }
   at::Tensor out = at::empty_like(q);
@@ -43,7 +46,8 @@ at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k_cache
         const int64_t b = row / num_heads, head = row % num_heads;
         attend_heads(queries + row * head_dim, heads, static_cast<float>(scale), keys, values,
                      tables + b * table_width, block_size, num_kv_heads, head / group, head_dim,
-                     lengths[b], scores, scaled_query, acc, o + row * head_dim);
+                     window_start(lengths[b], sliding_window), lengths[b], scores,
+                     scaled_query, acc, o + row * head_dim);
       }
     });
   });

@@ -1,5 +1,6 @@
-// Prefill attention: each new token of each sequence over its paged cache, causally, through
-// decode attention's routine (paged_attention.h).
+// Prefill attention: each new token of each sequence over its paged cache, causally (and
+// within its sliding window, where there is one), through decode attention's routine
+// (paged_attention.h).
 
 #include <ATen/Dispatch.h>
 
@@ -14,8 +15,9 @@ namespace spate_cpu {
 at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k_cache,
                              const at::Tensor& v_cache, const at::Tensor& block_tables,
                              const at::Tensor& cu_seqlens_q, const at::Tensor& context_lens,
-                             double scale) {
+                             double scale, const c10::optional<int64_t>& sliding_window) {
   check_paged(q, k_cache, v_cache, block_tables, context_lens);
+  check_window(sliding_window);
   at::Tensor starts = cu_seqlens_q.to(at::kLong).contiguous();
   at::Tensor lens = context_lens.contiguous();
   const int64_t tokens = q.size(0), num_heads = q.size(1), head_dim = q.size(2);
@@ -37,7 +39,9 @@ at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k_cache,
                 " is shorter than its ", q_len, " new tokens");
     TORCH_CHECK(lengths[s] <= table_width * block_size,
                 "context length ", lengths[s], " of sequence ", s, " exceeds its block table");
-    check_blocks(block_tables.data_ptr<int32_t>() + s * table_width, lengths[s], block_size,
+    // The earliest new token's window reaches back furthest.
+    check_blocks(block_tables.data_ptr<int32_t>() + s * table_width,
+                 window_start(lengths[s] - q_len + 1, sliding_window), lengths[s], block_size,
                  k_cache.size(0), s);
     for (int64_t i = 0; i < q_len; ++i) {
       row_seq[first[s] + i] = s;
@@ -59,7 +63,8 @@ at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k_cache,
         const int64_t t = row / num_heads, head = row % num_heads;
         attend_heads(queries + row * head_dim, heads, static_cast<float>(scale), keys, values,
                      tables + row_seq[t] * table_width, block_size, num_kv_heads, head / group,
-                     head_dim, row_context[t], scores, scaled_query, acc, o + row * head_dim);
+                     head_dim, window_start(row_context[t], sliding_window), row_context[t],
+                     scores, scaled_query, acc, o + row * head_dim);
       }
     });
   });

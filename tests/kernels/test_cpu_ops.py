@@ -350,3 +350,21 @@ def test_the_ops_give_the_same_bits_built_for_another_isa(make_paged_batch) -> N
                     q[row : row + 1], paged.k_cache, paged.v_cache,
                     paged.block_tables[row : row + 1], paged.context_lens[row : row + 1], 0.125)
                 assert torch.equal(alone[0], together[row]), (dtype, head_dim, row)
+
+
+def test_a_changed_header_names_another_library(tmp_path) -> None:
+    """The library's name hashes every source and header it is built from, so editing a
+    header alone (paged_attention.h, where both attention ops live) builds a new one
+    rather than loading the old."""
+    files = cpu_ops.library_files()
+    assert cpu_ops.SOURCE_DIR / "paged_attention.h" in files
+    copies = []
+    for path in files:
+        copy = tmp_path / path.name
+        copy.write_bytes(path.read_bytes())
+        copies.append(copy)
+    before = cpu_ops._cpu_signature(copies, cpu_ops.CFLAGS)
+    assert before == cpu_ops._cpu_signature(files, cpu_ops.CFLAGS)
+    header = tmp_path / "paged_attention.h"
+    header.write_text(header.read_text() + "\n// edited\n")
+    assert cpu_ops._cpu_signature(copies, cpu_ops.CFLAGS) != before

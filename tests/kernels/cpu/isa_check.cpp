@@ -11,7 +11,7 @@ TORCH_LIBRARY(spate_isa_check, m) {
   m.def("quantized_linear(Tensor x, Tensor codes, Tensor scales, Tensor? mins, int bits, "
         "int offset) -> Tensor");
   m.def("paged_decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
-        "Tensor context_lens, float scale) -> Tensor");
+        "Tensor context_lens, float scale, int? sliding_window=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(spate_isa_check, CPU, m) {
