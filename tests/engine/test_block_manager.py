@@ -228,3 +228,87 @@ def test_can_allocate_and_can_append_report_exhaustion():
 def test_invalid_sizes_are_rejected():
     with pytest.raises(ValueError):
         BlockManager(num_blocks=0, block_size=4)
+
+
+def decode(manager, seq, token_ids):
+    """Appends each token as a decode step would, with the step's block bookkeeping."""
+    for token_id in token_ids:
+        seq.append_token(token_id)
+        manager.start_step()
+        assert manager.can_append(seq)
+        manager.may_append(seq)
+
+
+def held_blocks(manager):
+    return manager.num_blocks - manager.num_free_blocks
+
+
+def test_a_sliding_model_gives_back_the_blocks_before_every_window():
+    manager = BlockManager(num_blocks=16, block_size=BLOCK_SIZE, release_window=6)
+    seq = make_sequence(range(10))
+    manager.allocate(seq)
+    assert held_blocks(manager) == 3  # the prefill reads every block
+    peak = 0
+    for token_id in range(100, 140):
+        decode(manager, seq, [token_id])
+        peak = max(peak, held_blocks(manager))
+        # The coming query (the last token) sees tokens num_tokens - 6 onwards: the blocks
+        # those sit in stay held, and the one before the last token's (its hash chains
+        # the next), nothing earlier.
+        first_needed = min((seq.num_tokens - 6) // BLOCK_SIZE, (seq.num_tokens - 1) // BLOCK_SIZE - 1)
+        for index, block_id in enumerate(seq.block_table):
+            assert (manager.blocks[block_id].ref_count == 1) == (index >= first_needed), index
+    assert len(seq.block_table) == 13  # positions still index the whole table
+    assert peak <= 4
+    manager.free(seq)
+    assert manager.num_free_blocks == 16
+    assert all(block.ref_count == 0 for block in manager.blocks)
+
+
+def test_a_model_with_full_layers_keeps_every_block():
+    manager = BlockManager(num_blocks=16, block_size=BLOCK_SIZE)
+    seq = make_sequence(range(10))
+    manager.allocate(seq)
+    decode(manager, seq, range(100, 130))
+    assert held_blocks(manager) == len(seq.block_table) == 10
+
+
+def test_given_back_blocks_keep_their_prefix_and_later_blocks_chain_right():
+    """Blocks given back stay findable until evicted, and the blocks the sequence fills
+    after giving some back are registered under the hashes an unbroken run gives them:
+    the same tokens again hit every full block but the last token's."""
+    manager = BlockManager(num_blocks=32, block_size=BLOCK_SIZE, release_window=5)
+    seq = make_sequence(range(6), "first")
+    manager.allocate(seq)
+    decode(manager, seq, range(100, 120))
+    assert held_blocks(manager) < len(seq.block_table)
+    again = make_sequence(seq.token_ids, "again")
+    manager.start_step()
+    manager.allocate(again)
+    assert again.block_table[:6] == seq.block_table[:6]
+    assert again.num_cached_tokens == 24
+    # Shared blocks the first sequence gave back are held by the second alone.
+    assert manager.blocks[seq.block_table[0]].ref_count == 1
+    manager.free(again)
+    manager.free(seq)
+    assert manager.num_free_blocks == 32
+    assert all(block.ref_count == 0 for block in manager.blocks)
+
+
+def test_a_preempted_sliding_sequence_is_allocated_afresh():
+    manager = BlockManager(num_blocks=16, block_size=BLOCK_SIZE, release_window=4)
+    seq = make_sequence(range(5))
+    manager.allocate(seq)
+    decode(manager, seq, range(100, 115))
+    manager.free(seq)  # preempted: recomputed whole when readmitted
+    assert manager.num_free_blocks == 16
+    manager.start_step()
+    manager.allocate(seq)
+    assert held_blocks(manager) == len(seq.block_table) == 5
+    decode(manager, seq, [200])
+    assert held_blocks(manager) < len(seq.block_table)
+
+
+def test_a_bad_release_window_is_refused():
+    with pytest.raises(ValueError, match="release_window"):
+        BlockManager(num_blocks=4, block_size=4, release_window=0)

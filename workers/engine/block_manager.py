@@ -1,7 +1,9 @@
 """Paged KV-cache block allocator with prefix reuse: full blocks are found again by a hash
 chained over every token before them (and the request's cache salt), and past the last
 full block that matches, a cached block that opens with the same tokens lends them to the
-token: its keys and values are copied into the sequence's own block."""
+token: its keys and values are copied into the sequence's own block. Where every attention
+layer of the model slides, a decoding sequence gives back the blocks wholly before its
+window (`release_window`)."""
 
 from __future__ import annotations
 
@@ -49,12 +51,25 @@ def chained_block_hash(
 
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(
+        self, num_blocks: int, block_size: int, release_window: int | None = None
+    ) -> None:
         if num_blocks < 1 or block_size < 1:
             raise ValueError(
                 f"need positive num_blocks and block_size, got {num_blocks}, {block_size}"
             )
+        if release_window is not None and release_window < 1:
+            raise ValueError(f"release_window must be positive, got {release_window}")
         self.block_size = block_size
+        # Where every attention layer slides: the widest window, past which no layer reads
+        # a key again (a query at p sees p - W < k <= p). None keeps every block a
+        # sequence filled until it ends.
+        self.release_window = release_window
+        # How many leading entries of a running sequence's block table it has given back
+        # (by request id). The entries stay, so a position still indexes its block, but
+        # their blocks may hold another sequence's keys by now: nothing reads them, since
+        # every later query's window starts past them.
+        self.num_released: dict[str, int] = {}
         self.blocks = [Block(block_id) for block_id in range(num_blocks)]
         self.hash_to_block_id: dict[bytes, int] = {}
         # The cached blocks extending each chain key, searched for a partial match.
@@ -85,7 +100,7 @@ class BlockManager:
         """The step that was to compute these sequences' new blocks failed: those blocks
         must never be found again."""
         for seq in seqs:
-            for block_id in seq.block_table:
+            for block_id in self._held(seq):
                 if block_id in self.uncomputed_block_ids:
                     self._uncache(self.blocks[block_id])
 
@@ -182,15 +197,9 @@ class BlockManager:
     def free(self, seq: Sequence) -> None:
         # Released last block first so that, among equally old cached blocks, the deepest
         # ones are evicted before the shared prefixes they extend.
-        for block_id in reversed(seq.block_table):
-            block = self.blocks[block_id]
-            block.ref_count -= 1
-            if block.ref_count == 0:
-                if self._is_cached(block):
-                    self.free_cached_block_ids[block_id] = None
-                else:
-                    block.hash = None
-                    self.free_uncached_block_ids.append(block_id)
+        for block_id in reversed(self._held(seq)):
+            self._let_go(self.blocks[block_id])
+        self.num_released.pop(seq.request_id, None)
         seq.block_table.clear()
         seq.num_cached_tokens = 0
         seq.kv_copy = None
@@ -207,6 +216,38 @@ class BlockManager:
         if seq.num_tokens % self.block_size == 0:
             # The coming step fills the last block: make it findable by later requests.
             self._register_filled(seq, seq.num_tokens // self.block_size - 1)
+        if self.release_window is not None:
+            self._release_before_window(seq, self.release_window)
+
+    def _release_before_window(self, seq: Sequence, window: int) -> None:
+        """Gives back the blocks wholly before the window of the coming step's first query
+        (the last token, at num_tokens - 1; drafts sit after it), so before every later
+        query's. They go back as a finished sequence's do: a cached one stays findable
+        until evicted. The block before the last token's is kept whatever the window: the
+        block it fills next chains its hash from that one's."""
+        first_visible = seq.num_tokens - window
+        last_token_block = (seq.num_tokens - 1) // self.block_size
+        end = min(first_visible // self.block_size, last_token_block - 1)
+        released = self.num_released.get(seq.request_id, 0)
+        if first_visible <= 0 or end <= released:
+            return
+        for block_index in range(released, end):
+            self._let_go(self.blocks[seq.block_table[block_index]])
+        self.num_released[seq.request_id] = end
+
+    def _held(self, seq: Sequence) -> list[int]:
+        """The ids of the blocks the sequence holds: its table past what it gave back."""
+        return seq.block_table[self.num_released.get(seq.request_id, 0) :]
+
+    def _let_go(self, block: Block) -> None:
+        """One holder fewer; a block nobody holds goes back to the pool."""
+        block.ref_count -= 1
+        if block.ref_count == 0:
+            if self._is_cached(block):
+                self.free_cached_block_ids[block.block_id] = None
+            else:
+                block.hash = None
+                self.free_uncached_block_ids.append(block.block_id)
 
     def reserve_slots(self, seq: Sequence, num_slots: int) -> int:
         """KV slots for up to `num_slots` draft tokens past the sequence's last token, which
