@@ -267,11 +267,14 @@ class Journal:
             if len(page) < 256:
                 return orphans
 
-    async def event_feed(self, durable_name: str, ack_wait_s: float = 30.0) -> DurableConsumer:
-        """Every response's events, in stream order, shared by the projectors that use
-        `durable_name`: each event goes to one of them until one acks it."""
+    async def event_feed(
+        self, durable_name: str, ack_wait_s: float = 30.0, stream: str = EVENTS_STREAM
+    ) -> DurableConsumer:
+        """Every response's events in `stream` (a partition of the log), in stream order,
+        shared by the projectors that use `durable_name`: each event goes to one of them
+        until one acks it."""
         config = projection_consumer_config(durable_name, ack_wait_s)
-        feed = DurableConsumer(self.connection, EVENTS_STREAM, config)
+        feed = DurableConsumer(self.connection, stream, config)
         await feed.open()
         return feed
 
