@@ -2,8 +2,9 @@
 `input_image` parts are refused by a model that takes no images.
 
 A file comes inline (`file_data`, as base64 or a data URL, or a data URL in `file_url`):
-spate reaches no file store and fetches no URL. PDFs are read with pypdf, plain text and
-markdown are taken as they are; the text replaces the part, framed with the file's name,
+spate reaches no file store and fetches no URL. PDFs are read with pypdf (one whose
+cross-reference table is missing or wrong is rebuilt by scanning its objects, as PDF
+readers recover such files: api/pdf_repair), plain text and markdown are taken as they are; the text replaces the part, framed with the file's name,
 before the request is lowered. What cannot be read is a 400 naming the part.
 """
 
@@ -23,9 +24,12 @@ from pypdf.errors import PdfReadError
 from api.errors import APIError
 from api.input_items import InputFilePart, InputImagePart, MessageItem, TextPart
 from api.model_base import FieldRejected
+from api.pdf_repair import rebuilt
 from api.request_model import ResponsesRequest
 from events import ModelCard
 
+# What pypdf raises on a file it cannot make sense of.
+PDF_ERRORS = (PdfReadError, ValueError, KeyError, TypeError, OSError)
 # A PDF past this many pages is refused before its text is read (reading is CPU work).
 MAX_PDF_PAGES = 500
 TEXT_TYPES = ("text/plain", "text/markdown", "text/x-markdown", "text/csv", "application/json")
@@ -161,23 +165,36 @@ def _kind(file: InlineFile) -> Literal["pdf", "text"]:
 
 def _pdf_text(data: bytes) -> str:
     try:
-        reader = PdfReader(io.BytesIO(data))
-        encrypted = reader.is_encrypted
-        pages = 0 if encrypted else len(reader.pages)
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as error:
-        raise Unreadable(f"it is not a readable PDF ({error})") from None
+        reader, pages = _opened(data)
+    except PDF_ERRORS as error:
+        repaired = rebuilt(data)
+        if repaired is None:
+            raise Unreadable(f"it is not a readable PDF ({error})") from None
+        try:
+            reader, pages = _opened(repaired)
+        except PDF_ERRORS:
+            raise Unreadable(f"it is not a readable PDF ({error})") from None
+    encrypted = reader.is_encrypted
     if encrypted:
         raise Unreadable("the PDF is encrypted")
     if pages > MAX_PDF_PAGES:
         raise Unreadable(f"the PDF has {pages} pages, more than {MAX_PDF_PAGES}")
     try:
         texts = [page.extract_text().strip() for page in reader.pages]
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as error:
+    except PDF_ERRORS as error:
         raise Unreadable(f"its text cannot be read ({error})") from None
     text = "\n\n".join(page for page in texts if page)
     if not text:
         raise Unreadable("the PDF holds no text (a scan needs a model that takes images)")
     return text
+
+
+def _opened(data: bytes) -> tuple[PdfReader, int]:
+    """A reader on the PDF and its page count (0 when encrypted: its pages are sealed).
+    Not strict: like other readers, it takes what the standard's letter would refuse
+    but the file makes plain; a table it cannot find at all is rebuilt (`rebuilt`)."""
+    reader = PdfReader(io.BytesIO(data), strict=False)
+    return reader, 0 if reader.is_encrypted else len(reader.pages)
 
 
 def _parts(request: ResponsesRequest, kind: type[Part]) -> Iterator[tuple[int, int, Part]]:

@@ -4,8 +4,12 @@ input_image parts are refused by a text-only model."""
 from __future__ import annotations
 
 import base64
+import io
+import re
 
 import pytest
+from pypdf import PdfReader
+from pypdf.errors import PdfReadError
 
 from api.conversation_model import ItemsCreate
 from api.errors import APIError
@@ -40,6 +44,38 @@ def test_text_and_markdown_as_they_are() -> None:
     assert file_text(inline_file(part(file_data=b64(markdown.encode()), filename="a.md"), LIMIT)) == markdown
     plain = part(file_data=f"data:text/plain;base64,{b64(b'plain')}")
     assert file_text(inline_file(plain, LIMIT)) == "plain"
+
+
+def broken_tails(pdf: bytes) -> dict[str, bytes]:
+    """The same PDF with the tails readers meet in small hand-written files: no
+    `startxref`, no table at all, an offset pointing nowhere, cut off after its objects."""
+    table = pdf.index(b"xref\n")
+    return {
+        "no startxref": re.sub(rb"startxref\n\d+\n", b"", pdf),
+        "no table": pdf[:table] + b"trailer\n<< /Size 6 /Root 1 0 R >>\n%%EOF\n",
+        "wrong offset": pdf.replace(b"startxref\n%d" % table, b"startxref\n9"),
+        "cut after its objects": pdf[:table],
+        "CRLF lines, cut": pdf.replace(b"\n", b"\r\n")[:pdf.replace(b"\n", b"\r\n").index(b"xref")],
+    }
+
+
+def test_a_pdf_with_a_broken_table_is_recovered() -> None:
+    pdf = pdf_with_text("The secret word is marmalade.")
+    for name, broken in broken_tails(pdf).items():
+        with pytest.raises(PdfReadError):  # each is one a strict reader refuses
+            PdfReader(io.BytesIO(broken), strict=True)
+        read = file_text(inline_file(part(file_data=b64(broken), filename="s.pdf"), LIMIT))
+        assert read == "The secret word is marmalade.", name
+
+
+async def test_a_pdf_beyond_recovery_is_a_400_naming_the_part() -> None:
+    hopeless = b64(b"%PDF-1.4\nno objects here\n%%EOF\n")
+    with pytest.raises(APIError) as refused:
+        await with_file_text(request_with(
+            {"type": "input_file", "filename": "a.pdf", "file_data": hopeless}), LIMIT)
+    assert refused.value.status == 400
+    assert refused.value.param == "input[1].content[1]"
+    assert "input[1].content[1] cannot be read: it is not a readable PDF" in refused.value.message
 
 
 @pytest.mark.parametrize(("given", "why"), [
