@@ -26,6 +26,8 @@ from api.tool_models import (
     refuse_unserved_tools,
 )
 from events.request_settings import (
+    MAX_PROMPT_CACHE_KEY_CHARS,
+    MAX_SAFETY_IDENTIFIER_CHARS,
     MAX_TOOL_CALLS,
     LogitBias,
     MaxOutputTokens,
@@ -142,10 +144,10 @@ class ResponsesRequest(StrictModel):
     max_tool_calls: int | None = Field(default=None, ge=1, le=MAX_TOOL_CALLS)
     parallel_tool_calls: bool | None = None
     service_tier: Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None = None
-    prompt_cache_key: str | None = Field(default=None, max_length=1024)
+    prompt_cache_key: str | None = Field(default=None, max_length=MAX_PROMPT_CACHE_KEY_CHARS)
     prompt_cache_options: PromptCacheOptions | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
-    safety_identifier: str | None = Field(default=None, max_length=128)
+    safety_identifier: str | None = Field(default=None, max_length=MAX_SAFETY_IDENTIFIER_CHARS)
     client_metadata: dict[str, str] | None = None
     access_programs: AccessPrograms | None = None
     background_options: BackgroundOptions | None = None

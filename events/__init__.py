@@ -2,7 +2,7 @@
 
 from events.codec import AnyEvent, EventDecodeError, decode, encode
 from events.envelope import Event
-from events.fold import TERMINAL_SSE_TYPES, ResponseFold, error_fields, fold
+from events.fold import TERMINAL_SSE_TYPES, TERMINAL_STATUSES, ResponseFold, error_fields, fold
 from events.generation import (
     CancelRequested,
     GenerationFailed,
@@ -43,6 +43,7 @@ __all__ = [
     "ResponseFold",
     "SamplingSettings",
     "TERMINAL_SSE_TYPES",
+    "TERMINAL_STATUSES",
     "error_fields",
     "TokenLogprob",
     "TokensGenerated",

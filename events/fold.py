@@ -36,6 +36,8 @@ from events.response_object import (
 
 SSEEvent = dict[str, Any]
 TERMINAL_SSE_TYPES = frozenset({"response.completed", "response.incomplete", "response.failed"})
+# The statuses a Response ends in: nothing changes it after one.
+TERMINAL_STATUSES = frozenset({"completed", "incomplete", "failed", "cancelled"})
 # Every event a response's log may hold, each with its case in ResponseFold.apply.
 # (cancel.requested travels on the cancel subject, never in the log.)
 LOG_EVENT_TYPES = (
@@ -85,7 +87,7 @@ class ResponseFold:
 
     @property
     def done(self) -> bool:
-        return self.status in ("completed", "incomplete", "failed", "cancelled")
+        return self.status in TERMINAL_STATUSES
 
     def apply(self, event: Any) -> list[SSEEvent]:
         """Advance by one event; returns the SSE events it produces (already numbered).

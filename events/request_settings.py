@@ -38,6 +38,10 @@ MAX_TOKEN_ID_ENTRIES = 1024
 PRIORITY_LIMIT = 1000
 # max_tool_calls is echoed only; bounded like every other count a client names.
 MAX_TOOL_CALLS = 1024
+# Opaque strings a request carries (OpenAI's bounds): the cache key is on the request
+# event, the safety identifier is echoed.
+MAX_PROMPT_CACHE_KEY_CHARS = 1024
+MAX_SAFETY_IDENTIFIER_CHARS = 128
 # What a client sends for "no limit on thinking" and for "no top-k" (vLLM's spelling);
 # the event carries None and 0 instead, so nothing past it ever sees the sentinel.
 OFF_SENTINEL = -1

@@ -24,7 +24,7 @@ from typing import Any
 
 from events import RequestAccepted, ResponseFold, decode
 from events.codec import EventDecodeError
-from events.fold import TERMINAL_SSE_TYPES
+from events.fold import TERMINAL_SSE_TYPES, TERMINAL_STATUSES
 from journal import Delivery, DurableConsumer, Journal, JournalUnavailable
 from store.background_slots import BackgroundSlots
 from store.base import Store
@@ -43,7 +43,6 @@ FETCH_BATCH = 1024
 # moderate rate. Idle, it costs one pull request per wait.
 FETCH_WAIT_S = 0.05
 SNAPSHOT_EVERY = 16
-FINISHED = frozenset({"completed", "incomplete", "failed", "cancelled"})
 SNAPSHOT_SSE_TYPES = frozenset({"response.output_item.added", "response.output_item.done"})
 # How soon a batch the store could not take is delivered again.
 HAND_BACK_DELAY_S = 1.0
@@ -234,12 +233,12 @@ class Projector:
         rather than waiting for the shared consumer (read-your-writes for the replica
         that served it); True when the stored response has ended."""
         stored = await self._store.get_response(response_id)
-        if stored is not None and stored.status in FINISHED:
+        if stored is not None and stored.status in TERMINAL_STATUSES:
             return True
         for event in (await self._journal.read_log(response_id))[stored.next_seq if stored else 0:]:
             await self.apply(event)
         stored = await self._store.get_response(response_id)
-        return stored is not None and stored.status in FINISHED
+        return stored is not None and stored.status in TERMINAL_STATUSES
 
     async def apply(self, event: Any) -> None:
         """Project one event (any order, any number of times)."""

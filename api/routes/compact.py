@@ -1,6 +1,7 @@
 """POST /v1/responses/compact: a conversation (its `input`, after a
-`previous_response_id` chain) compacted into a compaction item and its latest turn
-(api/compaction.py)."""
+`previous_response_id` chain) compacted into a compaction item holding a summary of its
+older turns and its latest turn verbatim (api/compaction.py); a conversation of one turn
+gets an item holding that turn and no summary."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import Field
 
 from api.body import read_body
-from api.compaction import compact, compacted_response
+from api.compaction import compact, compacted_response, kept_whole
 from api.deps import ContentKeysDep, JournalDep, OwnerDep, SettingsDep, require_api_key
 from api.errors import APIError
 from api.input_items import MessageItem, RequestInputItem
 from api.model_base import StrictModel
 from api.request_event import conversation_items
 from api.request_model import PromptCacheOptions, ResponsesRequest
+from events.request_settings import MAX_PROMPT_CACHE_KEY_CHARS, MAX_SAFETY_IDENTIFIER_CHARS
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
@@ -28,9 +30,9 @@ class CompactRequest(StrictModel):
     input: str | list[RequestInputItem] | None = None
     instructions: str | None = None
     previous_response_id: str | None = Field(default=None, min_length=1)
-    prompt_cache_key: str | None = Field(default=None, max_length=1024)
+    prompt_cache_key: str | None = Field(default=None, max_length=MAX_PROMPT_CACHE_KEY_CHARS)
     prompt_cache_options: PromptCacheOptions | None = None
-    safety_identifier: str | None = Field(default=None, max_length=128)
+    safety_identifier: str | None = Field(default=None, max_length=MAX_SAFETY_IDENTIFIER_CHARS)
     image: dict[str, Any] | None = None
 
 
@@ -58,8 +60,10 @@ async def compact_conversation(
         MessageItem(role="user", content=merged.input)]
     if body.input is None:
         items = items[:-1]  # the empty placeholder the chain was read with
+    if not items:
+        raise APIError(400, "The conversation to compact is empty: give it in 'input' or "
+                       "through 'previous_response_id'.", param="input", code="invalid_value")
     compacted = await compact(journal, merged, list(items), card, owner, content_keys)
-    if compacted is None:
-        raise APIError(400, "Nothing to compact: the conversation is only its latest turn.",
-                       param="input", code="invalid_value")
+    if compacted is None:  # only its latest turn: an item holding it, with no summary
+        compacted = kept_whole(list(items), owner, merged.model, content_keys)
     return compacted_response(compacted)

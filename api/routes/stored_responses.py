@@ -15,11 +15,11 @@ from api.normalize import LOGPROBS_INCLUDE
 from api.request_model import INCLUDABLE
 from api.store_access import require_store_for_id
 from api.streaming import resumed_sse_reply
+from events import TERMINAL_STATUSES
 from store import Store, StoredResponse
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
-TERMINAL = ("completed", "incomplete", "failed", "cancelled")
 # How long a cancel waits for the worker to write the cancelled end of the log.
 CANCEL_WAIT_S = 5.0
 
@@ -33,7 +33,7 @@ async def stored(store: Store, response_id: str, owner: str) -> StoredResponse:
 
 def shown(found: StoredResponse) -> dict[str, Any]:
     """The Response as the client sees it: a cancel mark wins over a late status."""
-    if found.cancelled and found.status not in TERMINAL:
+    if found.cancelled and found.status not in TERMINAL_STATUSES:
         return {**found.response, "status": "cancelled"}
     return found.response
 
@@ -82,7 +82,7 @@ async def delete(
 ) -> dict[str, Any]:
     store = require_store_for_id(request, response_id)
     found = await stored(store, response_id, owner)
-    if found.status not in TERMINAL:
+    if found.status not in TERMINAL_STATUSES:
         await store.mark_cancelled(response_id)
         await journal.cancel(response_id, "requested")
     await store.delete_response(response_id)
@@ -95,7 +95,7 @@ async def cancel(
 ) -> JSONResponse:
     store = require_store_for_id(request, response_id)
     found = await stored(store, response_id, owner)
-    if found.status in TERMINAL:
+    if found.status in TERMINAL_STATUSES:
         if found.status == "cancelled" or found.cancelled:
             return JSONResponse(shown(found))  # cancelling twice changes nothing
         raise APIError(400, "Cannot cancel a synchronous response.", param="response_id",
@@ -103,7 +103,7 @@ async def cancel(
     await store.mark_cancelled(response_id)
     await journal.cancel(response_id, "requested")
     deadline = asyncio.get_running_loop().time() + CANCEL_WAIT_S
-    while found.status not in TERMINAL and asyncio.get_running_loop().time() < deadline:
+    while found.status not in TERMINAL_STATUSES and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.05)
         found = await stored(store, response_id, owner)
     return JSONResponse(shown(found))
