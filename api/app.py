@@ -56,7 +56,11 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        journal = Journal(settings, name="spate-api")
+        router = Router(settings.route_max_skew, settings.worker_ttl_s,
+                        settings.route_tokens_per_skew) if settings.routing else None
+        journal = Journal(settings, name="spate-api",
+                          route=router.choose if router is not None else None,
+                          route_deadline_s=settings.route_deadline_s)
         app.state.settings = settings
         app.state.metrics = api_metrics
         app.state.journal = journal
@@ -67,10 +71,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         app.state.slots = None
         journal.start()
         routing = None
-        if settings.routing:
-            journal.route_deadline_s = settings.route_deadline_s
-            router = app.state.router = Router(
-                settings.route_max_skew, settings.worker_ttl_s, settings.route_tokens_per_skew)
+        if router is not None:
+            app.state.router = router
             routing = asyncio.create_task(router.start(journal))
         projector = None
         app.state.projector = None

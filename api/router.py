@@ -16,7 +16,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from events import RequestAccepted
-from events.subjects import CACHE_SUBJECT_PREFIX
 from journal import Journal
 from journal.routing import CacheReport, cache_key_digest, prefix_chain
 
@@ -51,18 +50,11 @@ class Router:
         self.unrouted = 0
 
     async def start(self, journal: Journal) -> None:
-        """Listen to every model's cache reports and route `journal`'s requests (once
-        NATS is reached: the API serves before it is)."""
+        """Listen to every model's cache reports (once NATS is reached: the API serves
+        before it is); `journal` was built to route its requests with `choose`."""
         if not await journal.wait_connected():
             return
-        async def on_message(msg: object) -> None:
-            try:
-                self.observe(CacheReport.decode(msg.data))  # type: ignore[attr-defined]
-            except (ValueError, KeyError, TypeError) as error:
-                log.debug("dropping a malformed cache report: %s", error)
-
-        await journal.connection.nc.subscribe(f"{CACHE_SUBJECT_PREFIX}.>", cb=on_message)
-        journal.route = self.choose
+        await journal.follow_cache_reports(self.observe)
 
     def observe(self, report: CacheReport) -> None:
         loads = self._loads.setdefault(report.model, {})

@@ -13,6 +13,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import nats
+from nats.aio.client import Client
+from nats.js import JetStreamContext
 
 from journal.errors import JournalUnavailable
 from journal.settings import JournalSettings
@@ -70,8 +72,8 @@ class Connection:
         self.report_retries = report_retries
         # Why the last attempt to connect failed, for the caller that gives up.
         self.last_error: str | None = None
-        self.nc: Any = None
-        self.js: Any = None
+        self.nc: Client | None = None
+        self.js: JetStreamContext | None = None
         self._ready = asyncio.Event()
         self._connector: asyncio.Task[None] | None = None
         # Run after every (re)connect that declared the topology: parts that own
@@ -171,7 +173,7 @@ class Connection:
         """Whether the server can check a publish against another subject's last sequence
         (nats-server 2.11+), which fencing by lease needs (journal/lease.py)."""
         try:
-            version = self.nc.connected_server_version
+            version = self.client().connected_server_version
             return (version.major, version.minor) >= (2, 11)
         except Exception:  # not connected, or a version string it cannot read
             return False
@@ -182,11 +184,24 @@ class Connection:
             return 0.0
         return time.monotonic() - self._lost_at
 
-    def require(self) -> Any:
+    def require(self) -> JetStreamContext:
         """The JetStream context, or JournalUnavailable while NATS is away."""
-        if not self.connected:
+        if not self.connected or self.js is None:
             raise JournalUnavailable("The message bus (NATS) is unavailable.")
         return self.js
+
+    def require_client(self) -> Client:
+        """The core NATS client, or JournalUnavailable while NATS is away."""
+        if not self.connected or self.nc is None:
+            raise JournalUnavailable("The message bus (NATS) is unavailable.")
+        return self.nc
+
+    def client(self) -> Client:
+        """The core NATS client once it first connected: while it reconnects it buffers
+        what is published and resubscribes by itself."""
+        if self.nc is None:
+            raise JournalUnavailable("The message bus (NATS) is unavailable.")
+        return self.nc
 
     # -- callbacks ---------------------------------------------------------------------
 
@@ -215,7 +230,8 @@ class Connection:
         delay = 0.2
         while True:
             try:
-                await declare(self.js, self.settings)
+                if self.js is not None:
+                    await declare(self.js, self.settings)
                 for hook in self.on_declared:
                     await hook()
                 return

@@ -23,6 +23,7 @@ from events.subjects import (
     worker_consumer,
 )
 from journal.backlog import Backlog, consumer_backlog
+from journal.cache_reports import follow_cache_reports, publish_cache_report
 from journal.connection import Connection
 from journal.durable_consumer import DurableConsumer
 from journal.errors import Fenced, JournalUnavailable, PayloadTooLarge, ResponseIdTaken
@@ -33,7 +34,13 @@ from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.pipeline import PublishPipeline
 from journal.registry import Registry
 from journal.replay import ReplayedMessage, replay
-from journal.routing import direct_consumer_config, fall_back, first_lease, lease_holder
+from journal.routing import (
+    CacheReport,
+    direct_consumer_config,
+    fall_back,
+    first_lease,
+    lease_holder,
+)
 from journal.settings import JournalSettings
 from journal.tail import TailedMessage, tail
 from journal.token_counts import CountHandler, request_count, serve_counts
@@ -50,7 +57,11 @@ log = logging.getLogger("spate.journal")
 
 
 class Journal:
-    def __init__(self, settings: JournalSettings, name: str, report_retries: bool = True) -> None:
+    def __init__(
+        self, settings: JournalSettings, name: str, report_retries: bool = True,
+        route: Callable[[RequestAccepted], str | None] | None = None,
+        route_deadline_s: float = 2.0,
+    ) -> None:
         self.settings = settings
         self.connection = Connection(settings, name, report_retries)
         self.registry = Registry(self.connection)
@@ -62,9 +73,10 @@ class Journal:
         self._repairs = asyncio.Semaphore(REPAIRS_AT_ONCE)
         # The one live subscription every follower of this process reads from.
         self.live_feed = LiveFeed(self.connection)
-        # Picks the worker a request goes to (api/router.py), or None for the shared queue.
-        self.route: Callable[[RequestAccepted], str | None] | None = None
-        self.route_deadline_s = 2.0
+        # Picks the worker a request goes to (api/router.py), or None for the shared queue;
+        # a routed request not taken within `route_deadline_s` goes there (journal/routing.py).
+        self._route = route
+        self._route_deadline_s = route_deadline_s
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -96,17 +108,17 @@ class Journal:
         ResponseIdTaken when `claim` finds its log already begun (writer.publish_request),
         JournalUnavailable when NATS does not take it."""
         js = self.connection.require()
-        worker = self.route(event) if self.route is not None else None
+        worker = self._route(event) if self._route is not None else None
         subject = direct_subject(event.model, worker) if worker is not None else None
         try:
             await publish_request(js, event, self.settings.nats_timeout_s,
-                                  self.connection.nc.max_payload, traceparent, claim, subject)
+                                  self.connection.client().max_payload, traceparent, claim, subject)
         except (PayloadTooLarge, ResponseIdTaken):
             raise
         except Exception as error:
             raise JournalUnavailable(f"Could not publish the request: {error}") from error
         if worker is not None:
-            self._keep(fall_back(js, event, self.connection.name, self.route_deadline_s,
+            self._keep(fall_back(js, event, self.connection.name, self._route_deadline_s,
                                  self.settings.nats_timeout_s, traceparent))
 
     def _keep(self, coroutine: Any) -> None:
@@ -204,24 +216,35 @@ class Journal:
         async def on_message(msg: Any) -> None:
             on_cancel(msg.subject.rsplit(".", 1)[-1])
 
-        self.connection.require()
-        subscription = await self.connection.nc.subscribe(
+        subscription = await self.connection.require_client().subscribe(
             f"{CANCELS_SUBJECT_PREFIX}.>", cb=on_message
         )
         return Subscription(subscription)
+
+    # -- cache reports -------------------------------------------------------------------
+
+    async def publish_cache_report(self, report: CacheReport) -> None:
+        """Tell the API's routers what a worker holds and how busy it is (never stored)."""
+        nc = self.connection.client()
+        try:
+            await publish_cache_report(nc, report)
+        except Exception as error:
+            raise JournalUnavailable(f"Could not publish a cache report: {error}") from error
+
+    async def follow_cache_reports(self, on_report: Callable[[CacheReport], None]) -> Subscription:
+        """Call `on_report` with every worker's cache reports from now on."""
+        return Subscription(await follow_cache_reports(self.connection.require_client(), on_report))
 
     # -- input token counts --------------------------------------------------------------
 
     async def count_input_tokens(self, event: RequestAccepted) -> int:
         """How many input tokens `event` would have, counted by a worker of its model;
         raises `CountRefused` when none can."""
-        self.connection.require()
-        return await request_count(self.connection.nc, event)
+        return await request_count(self.connection.require_client(), event)
 
     async def serve_counts(self, model: str, handler: CountHandler) -> Subscription:
         """Answer `model`'s count requests with `handler(request)`, as one of its workers."""
-        self.connection.require()
-        return Subscription(await serve_counts(self.connection.nc, model, handler))
+        return Subscription(await serve_counts(self.connection.require_client(), model, handler))
 
     # -- durable consumers ---------------------------------------------------------------
 
@@ -282,9 +305,9 @@ class Journal:
 
     async def rtt(self) -> float:
         """Seconds of one round trip to the NATS server (a PING answered by a PONG)."""
-        self.connection.require()
+        nc = self.connection.require_client()
         try:
-            return float(await asyncio.wait_for(self.connection.nc.rtt(), self.settings.nats_timeout_s))
+            return float(await asyncio.wait_for(nc.rtt(), self.settings.nats_timeout_s))
         except Exception as error:
             raise JournalUnavailable(f"NATS did not answer a ping: {error}") from error
 

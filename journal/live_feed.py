@@ -62,13 +62,14 @@ class LiveFeed:
         async with self._subscribing:  # uncontended after the first follow: no wait
             if self._subscription is not None:
                 return
-            nc = self._connection.nc
+            nc = self._connection.client()
             subscription = await nc.subscribe(f"{LIVE_EVENTS_SUBJECT_PREFIX}.>", cb=self._on_message)
             # The server holds the interest before the first request goes out; a message
             # it still misses (a cluster's route learning it later) is a gap the
             # follower repairs from the log.
             with contextlib.suppress(Exception):  # not fatal: repairs cover what it misses
-                await nc.flush(timeout=self._connection.settings.nats_timeout_s)
+                # nats-py annotates whole seconds but waits any float (asyncio.wait_for).
+                await nc.flush(timeout=self._connection.settings.nats_timeout_s)  # type: ignore[arg-type]
             self._subscription = subscription
 
     async def _on_message(self, msg: Any) -> None:

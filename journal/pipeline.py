@@ -58,7 +58,7 @@ class PublishPipeline:
     async def publish(
         self, subject: str, payload: bytes, headers: dict[str, str]
     ) -> asyncio.Future[dict[str, Any]]:
-        nc = self._connection.nc
+        nc = self._connection.client()
         if self._subscribed_on is not nc:
             self._prefix = nc.new_inbox()
             await nc.subscribe(f"{self._prefix}.*", cb=self._on_reply)

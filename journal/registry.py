@@ -133,7 +133,7 @@ class Registry:
         """Follow the liveness keys' writes as they happen (a plain subscription, which
         the client renews after a reconnect): a heartbeat renews its model's yes, a
         withdrawal (a delete) forgets it."""
-        self._connection.require()
+        nc = self._connection.require_client()
 
         async def on_write(msg: Any) -> None:
             key = msg.subject[len(prefix) :].split(".", 1)[0]
@@ -146,7 +146,7 @@ class Registry:
         prefix = f"$KV.{WORKERS_BUCKET}."
         self._watching = True
         try:
-            await self._connection.nc.subscribe(prefix + ">", cb=on_write)
+            await nc.subscribe(prefix + ">", cb=on_write)
         except Exception as error:
             self._watching = False
             raise JournalUnavailable(f"Could not follow the workers' heartbeats: {error}") from error

@@ -108,7 +108,7 @@ class Worker:
             card.name, self.settings.worker_id, self.settings.ack_wait_s, self.settings.max_deliver
         )
         self._cache_events = CacheEvents(
-            self._journal.connection.nc, card.name, self.settings.worker_id
+            self._journal, card.name, self.settings.worker_id
         )
         cancels = await self._journal.subscribe_cancels(self._on_cancel)
         counts = await self._journal.serve_counts(card.name, self._count_input_tokens)

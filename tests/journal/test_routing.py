@@ -5,12 +5,28 @@ worker's routed requests are found and taken over by a worker that adopts them."
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from events.subjects import direct_subject, worker_client_name
-from journal import Journal
+from journal import Journal, JournalSettings
 from journal.routing import fall_back, first_lease, lease_holder
 from tests.journal.conftest import connect
 from tests.journal.test_log_reader import request
+
+
+@asynccontextmanager
+async def routing_to(url: str, worker: str, deadline_s: float) -> AsyncIterator[Journal]:
+    """An API's journal that routes every request to `worker`."""
+    api = Journal(JournalSettings(nats_url=url), name="spate-api",
+                  route=lambda _: worker, route_deadline_s=deadline_s)
+    api.start()
+    try:
+        if not await api.wait_connected():
+            raise TimeoutError("the journal did not connect")
+        yield api
+    finally:
+        await api.close()
 
 
 async def test_the_first_lease_is_written_once(journal: Journal) -> None:
@@ -27,11 +43,10 @@ async def test_a_routed_request_untaken_at_its_deadline_reaches_the_shared_queue
     rid = "resp_route_fallback"
     # A model of its own: no other test's requests are in its shared queue.
     event = request(rid).model_copy(update={"model": "routed-model"})
-    journal.route = lambda _: "worker-gone"
-    journal.route_deadline_s = 0.2
     direct = await journal.direct_queue(event.model, "worker-gone", 30, 3)
     shared = await journal.request_queue(event.model, 30, 3)
-    await journal.publish_request(event)
+    async with routing_to(journal.settings.nats_url, "worker-gone", 0.2) as api:
+        await api.publish_request(event)
     assert [d.subject for d in await direct.fetch(1, 1)] == [direct_subject(event.model, "worker-gone")]
     fallen = await shared.fetch(1, 3)  # after the deadline, with the API's first lease
     assert len(fallen) == 1 and not fallen[0].subject.endswith("worker-gone")
@@ -65,10 +80,10 @@ async def test_a_stopped_workers_routed_requests_are_adopted(journal: Journal) -
     (the holder was the worker the subject names) and so fences the stopped worker."""
     rid = "resp_route_adopted"
     event = request(rid).model_copy(update={"model": "adopted-model"})
-    journal.route = lambda _: "worker-stopped"
-    journal.route_deadline_s = 30.0  # the API's hand-off does not come into it
     stopped_queue = await journal.direct_queue(event.model, "worker-stopped", 1.5, 5)
-    await journal.publish_request(event)
+    # The API's hand-off (at 30 s) does not come into it.
+    async with routing_to(journal.settings.nats_url, "worker-stopped", 30.0) as api:
+        await api.publish_request(event)
     stopped = await connect(journal.settings.nats_url, name=worker_client_name("worker-stopped"))
     adopter = await connect(journal.settings.nats_url, name=worker_client_name("worker-adopter"))
     try:
