@@ -123,7 +123,7 @@ async def compact(
     there is nothing older than the turns kept verbatim."""
     instructions, head, kept = split_for_compaction(items)
     if not head:
-        return None
+        return None  # nothing a summary would replace: `kept_whole` when an item is asked for
     summary = ""
     input_tokens = output_tokens = 0
     for part in _transcript_parts(head):
@@ -132,6 +132,17 @@ async def compact(
         output_tokens += used_out
     item = seal_compaction(summary, item_dicts(kept), owner, body.model, keys)
     return Compacted(item, instructions, input_tokens, output_tokens)
+
+
+def kept_whole(items: list[Any], owner: str, model: str, keys: ContentKeys) -> Compacted:
+    """A conversation with nothing older than the turns kept verbatim (one turn, say)
+    compacted all the same, as `POST /v1/responses/compact` does for any input: an item
+    with no summary that holds those turns, so a client carries on from the item whatever
+    the conversation's length. No model request is made."""
+    instructions, head, kept = split_for_compaction(items)
+    if head:
+        raise ValueError("kept_whole is for a conversation with nothing to summarize")
+    return Compacted(seal_compaction("", item_dicts(kept), owner, model, keys), instructions, 0, 0)
 
 
 def seal_compaction(summary: str, kept: list[dict[str, Any]], owner: str, model: str,
@@ -156,8 +167,11 @@ def open_compaction(item: CompactionItem, owner: str, model: str, keys: ContentK
         else:
             text = keys.open(token, owner, model, purpose="compaction")
         opened = json.loads(text)
+        kept = as_input(list(opened["items"]))
+        if not opened["summary"]:
+            return kept  # an item of a conversation too short to summarize (`kept_whole`)
         summary = MessageItem(role="developer", content=SUMMARY_HEADER + str(opened["summary"]))
-        return [summary, *as_input(list(opened["items"]))]
+        return [summary, *kept]
     except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError,
             ValidationError) as error:
         raise APIError(400, f"The encrypted_content of {param} cannot be opened: {error}.",
@@ -222,11 +236,9 @@ async def _summarized(
     request = ResponsesRequest.model_validate({
         "model": body.model, "instructions": _INSTRUCTIONS, "input": prompt,
         "max_output_tokens": SUMMARY_TOKENS, "temperature": 0, "store": False,
-        "truncation": "auto",
+        "truncation": "auto", "prompt_cache_key": body.prompt_cache_key,
     })
     event = accept(request, new_response_id(), card.default_sampling, owner=owner)
-    if body.prompt_cache_key is not None:
-        event = event.model_copy(update={"prompt_cache_key": body.prompt_cache_key})
     fold = ResponseFold()
     follower = await journal.follow(event.response_id)
     try:

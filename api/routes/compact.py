@@ -42,12 +42,13 @@ async def compact_conversation(
     content_keys: ContentKeysDep,
 ) -> dict[str, Any]:
     body = await read_body(request, CompactRequest, settings.max_body_bytes)
-    if body.input is None and body.previous_response_id is None:
+    given = body.input or None  # an empty list or string adds nothing to the conversation
+    if given is None and body.previous_response_id is None:
         raise APIError(400, "Give 'input', 'previous_response_id' or both: there is nothing "
                        "to compact.", param="input", code="missing_required_parameter")
     as_request = ResponsesRequest.model_validate({
         key: value for key, value in {
-            "model": body.model, "input": body.input if body.input is not None else "",
+            "model": body.model, "input": given if given is not None else "",
             "instructions": body.instructions,
             "previous_response_id": body.previous_response_id,
             "prompt_cache_key": body.prompt_cache_key,
@@ -58,7 +59,7 @@ async def compact_conversation(
                                             content_keys)
     items = merged.input if isinstance(merged.input, list) else [
         MessageItem(role="user", content=merged.input)]
-    if body.input is None:
+    if given is None:
         items = items[:-1]  # the empty placeholder the chain was read with
     if not items:
         raise APIError(400, "The conversation to compact is empty: give it in 'input' or "

@@ -9,6 +9,7 @@ from api.compaction import (
     KEEP_CHARS,
     SUMMARY_HEADER,
     expanded_compactions,
+    kept_whole,
     seal_compaction,
     split_for_compaction,
 )
@@ -55,6 +56,20 @@ def test_a_long_agent_loop_keeps_the_user_message_and_its_latest_steps() -> None
 def test_a_lone_turn_leaves_nothing_to_compact() -> None:
     _, head, kept = split_for_compaction([user("only")])
     assert head == [] and len(kept) == 1
+
+
+def test_a_lone_turn_compacts_into_an_item_that_opens_into_it_alone() -> None:
+    rules = MessageItem(role="developer", content="rules")
+    keys = ContentKeys([new_key()])
+    compacted = kept_whole([rules, user("only")], "o", "m", keys)
+    assert compacted.instructions == [rules]
+    assert (compacted.input_tokens, compacted.output_tokens) == (0, 0)
+    assert "only" not in compacted.item["encrypted_content"]
+    opened = expanded_compactions(ResponsesRequest.model_validate(
+        {"model": "m", "input": [compacted.item]}), keys, "o")
+    assert [(entry.role, entry.text()) for entry in opened.input] == [("user", "only")]
+    with pytest.raises(ValueError):  # a longer conversation is summarized, not kept whole
+        kept_whole([user("a"), assistant("b"), user("c")], "o", "m", keys)
 
 
 def request_with(item: dict[str, object]) -> ResponsesRequest:

@@ -71,3 +71,13 @@ def event_errors(event: dict[str, Any]) -> list[str]:
     if schema is None:
         return [f"the specification has no streamed event of type {kind!r}"]
     return _errors(schema, {**event, "type": spec_kind})
+
+
+def compaction_errors(body: Any) -> list[str]:
+    """What the schema finds wrong in a `POST /responses/compact` answer."""
+    return _errors("CompactResource", body)
+
+
+def socket_error_errors(event: Any) -> list[str]:
+    """What the schema finds wrong in a WebSocket mode `error` event."""
+    return _errors("WebSocketErrorEvent", event)

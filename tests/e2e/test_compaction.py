@@ -11,6 +11,7 @@ import httpx
 import openai
 
 from api.compaction import SUMMARY_HEADER
+from tests.conformance.open_responses import compaction_errors
 from tests.conftest import DEFAULT_MODEL, Stack
 from tests.e2e.test_queue_consumer import read_requests
 
@@ -66,9 +67,26 @@ def test_the_sdk_reads_a_compaction(stack: Stack) -> None:
     assert compacted.output[0].type == "compaction"
 
 
-def test_nothing_to_compact_and_a_tampered_item_are_400s(stack: Stack) -> None:
+def test_one_turn_compacts_into_an_item_holding_it(stack: Stack) -> None:
+    """As the Open Responses suite expects: any non-empty conversation gets its item; one
+    of a single turn holds that turn and no summary, and no model request is made."""
     lone = post(stack, "/v1/responses/compact", input="just one turn")
-    assert lone.status_code == 400 and lone.json()["error"]["param"] == "input"
+    assert lone.status_code == 200, lone.text
+    body = lone.json()
+    assert not compaction_errors(body)
+    (item,) = body["output"]
+    assert item["type"] == "compaction" and body["usage"]["output_tokens"] == 0
+    again = post(stack, "/v1/responses", input=[item], max_output_tokens=4, temperature=0,
+                 store=False)
+    assert again.status_code == 200, again.text
+    (event,) = asyncio.run(read_requests(stack.nats_url, {again.json()["id"]})).values()
+    assert [message.content for message in event.messages if message.role != "system"] == [
+        "just one turn"]
+
+
+def test_an_empty_conversation_and_a_tampered_item_are_400s(stack: Stack) -> None:
+    empty = post(stack, "/v1/responses/compact", input=[])
+    assert empty.status_code == 400 and empty.json()["error"]["param"] == "input"
     neither = post(stack, "/v1/responses/compact")
     assert neither.status_code == 400
     forged = post(stack, "/v1/responses", input=[
