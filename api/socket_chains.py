@@ -1,12 +1,31 @@
 """The responses a WebSocket connection holds in memory for `previous_response_id`, so
 a chain goes on with `store: false`: each held response's whole history (the earlier
-turns, its input, its output), bounded in bytes, the least recently used dropped first."""
+turns, its input, its output), bounded in bytes, the least recently used dropped first; and the check that a
+continuation's tool outputs answer calls of the chain it names."""
 
 from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
+
+
+def unanswered_output(history: list[dict[str, Any]], items: Sequence[Any]) -> tuple[int, str] | None:
+    """(index, call_id) of the first `function_call_output` in a continuation's input that
+    answers no call of its chain: none in the held history, none earlier in the input.
+    Such a turn does not fit the state the connection holds, so it fails (OpenAI's
+    WebSocket mode refuses it) instead of generating from a history that makes no sense."""
+    calls = {item.get("call_id") for item in history
+             if str(item.get("type", "")).endswith("_call") and item.get("call_id")}
+    for index, item in enumerate(items):
+        call_id = getattr(item, "call_id", None)
+        kind = getattr(item, "type", None)
+        if kind == "function_call_output" and call_id not in calls:
+            return index, str(call_id)
+        if call_id and str(kind).endswith("_call"):
+            calls.add(call_id)
+    return None
 
 
 def size_of(items: list[dict[str, Any]]) -> int:

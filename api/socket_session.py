@@ -21,7 +21,7 @@ from api.encrypted_content import sealer_for
 from api.errors import APIError
 from api.request_event import built_request
 from api.request_model import ResponsesRequest
-from api.socket_chains import HeldChains
+from api.socket_chains import HeldChains, unanswered_output
 from api.socket_protocol import ClientCreate, SocketError, error_event, parse_create
 from api.socket_response import streamed, warmed
 from api.stored_items import input_item_dicts
@@ -143,9 +143,11 @@ class SocketSession:
             response = (await streamed(state, built, seal, create.stream_id, self.send)
                         if create.generate else await warmed(state, built, create.stream_id, self.send))
         except APIError as error:
+            self._evict(create)
             await self.send(error_event(not_found_as_chain_miss(error), create.stream_id))
             return
         except DEPENDENCY_ERRORS as error:
+            self._evict(create)
             await self.send(error_event(dependency_error(error), create.stream_id))
             return
         except (WebSocketDisconnect, RuntimeError, asyncio.TimeoutError, OSError):
@@ -153,12 +155,22 @@ class SocketSession:
         except Exception:
             # A bug answers this create as the HTTP route answers one: a 500, logged.
             log.exception("unhandled error answering a WebSocket create")
+            self._evict(create)
             await self.send(error_event(APIError(500, "Internal server error."),
                                         create.stream_id))
             return
         if response is not None and response["status"] in ("completed", "incomplete"):
             own = input_item_dicts(built.body)
             self.chains.hold(response["id"], [*built.context.items, *own, *response["output"]])
+
+    def _evict(self, create: ClientCreate) -> None:
+        """A continuation that failed drops the response it named from the connection,
+        as OpenAI's WebSocket mode does: the client starts that chain again with its
+        full history (or from the store) rather than build on state it may have lost
+        track of."""
+        previous = create.body.get("previous_response_id")
+        if isinstance(previous, str):
+            self.chains.drop(previous)
 
     def _chain(self, request: ResponsesRequest) -> Context | None:
         """The turns before the create's `previous_response_id` when this connection
@@ -172,6 +184,15 @@ class SocketSession:
                            param="conversation", code="invalid_value")
         held = self.chains.history(previous)
         if held is not None:
+            if not isinstance(request.input, str) and (
+                    orphan := unanswered_output(held, request.input)) is not None:
+                index, call_id = orphan
+                raise APIError(
+                    400, f"No tool call found for function call output with call_id "
+                    f"'{call_id}': input[{index}] answers no call of the chain of previous "
+                    f"response '{previous}'. That chain is dropped from this connection; "
+                    "send the full history to go on.",
+                    param=f"input[{index}].call_id", code="invalid_value")
             return Context(list(held))
         if self.store is None:
             raise previous_not_found(previous)

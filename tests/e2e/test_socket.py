@@ -17,6 +17,7 @@ from websockets.exceptions import InvalidStatus
 
 from cli.nats_server import free_port
 from events import RequestAccepted
+from tests.conformance.open_responses import socket_error_errors
 from tests.conftest import DEFAULT_MODEL, Stack
 from tests.e2e.test_queue_consumer import read_log
 from tests.processes import SpateProcess, wait_http
@@ -123,6 +124,30 @@ def test_an_unknown_previous_response_is_previous_response_not_found(socket_url:
     assert error["stream_id"] == "lane-1"
     assert error["error"]["code"] == "previous_response_not_found"
     assert error["error"]["param"] == "previous_response_id"
+
+
+def test_an_output_answering_no_call_of_the_chain_fails_and_evicts_it(socket_url: str) -> None:
+    """The Open Responses WebSocket case: a continuation whose `function_call_output`
+    answers no call of the previous response is an `error` event (the specification's
+    WebSocketErrorEvent), and the chain is gone from the connection afterwards."""
+    async def run() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with opened(socket_url) as socket:
+            await socket.send(create(**BRIEF, input="Say hello."))
+            first = (await until_terminal(socket))[-1]["response"]
+            await socket.send(create(**BRIEF, previous_response_id=first["id"], input=[
+                {"type": "function_call_output", "call_id": "call_nope", "output": "fog"}]))
+            mismatch = await next_event(socket)
+            await socket.send(create(**BRIEF, previous_response_id=first["id"], input="Hi."))
+            return mismatch, await next_event(socket)
+
+    mismatch, after = asyncio.run(run())
+    assert not socket_error_errors(mismatch), mismatch
+    assert mismatch["type"] == "error" and mismatch["status"] == 400, mismatch
+    assert mismatch["error"]["param"] == "input[0].call_id"
+    assert "call_nope" in mismatch["error"]["message"]
+    # Evicted: the same previous_response_id no longer continues on this connection.
+    assert after["type"] == "error", after
+    assert after["error"]["code"] == "previous_response_not_found"
 
 
 def test_bad_events_are_error_events_and_the_socket_stays_open(socket_url: str) -> None:
