@@ -11,6 +11,7 @@ import torch
 from workers.model import DEFAULT_MODEL, LoadedModel, load_model
 from workers.model.loader import served_model_path
 
+from .family_checkpoints import FamilyStore
 from .tiny_checkpoint import write_tiny_checkpoint
 
 
@@ -55,6 +56,13 @@ def tiny_qwen3(tmp_path_factory) -> TinyModel:
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory) -> TinyModel:
     return _tiny(tmp_path_factory, "llama")
+
+
+@pytest.fixture(scope="session")
+def families(tmp_path_factory) -> FamilyStore:
+    """Each family's tiny checkpoint, transformers' logits and GGUF files, made on first use."""
+    pytest.importorskip("transformers")
+    return FamilyStore(tmp_path_factory.mktemp("families"))
 
 
 @pytest.fixture(params=["tiny_qwen3", "tiny_llama"])

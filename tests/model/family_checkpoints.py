@@ -1,5 +1,6 @@
 """Tiny random checkpoints of each served family, written by transformers itself (float32),
-with a small trained byte-level BPE tokenizer, and transformers' own logits on them.
+with a small trained byte-level BPE tokenizer, transformers' own logits on them, and their
+GGUF files from llama.cpp's converter and quantizer (FamilyStore, once per test session).
 
 Shapes are tiny but a multiple of 256 along every matmul's inner axis, so llama-quantize
 stores Q4_K / Q6_K blocks rather than falling back to another type. Windows are smaller than
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from tests.llama_cpp_tools import convert_to_gguf, quantize
 
 from .tiny_checkpoint import build_tokenizer
 
@@ -32,6 +35,11 @@ class FamilySpec:
     settings: dict[str, Any] = field(default_factory=dict)
     # Whether llama.cpp's GGUF file carries all of it (Mistral's window is not written).
     gguf_exact: bool = True
+    # Whether its quantized GGUF files (Q8_0, Q4_K_M) are tested: once per tensor layout.
+    # The llama rope variants differ only in rope metadata, Mistral's file is written as
+    # llama, and Granite's multipliers are metadata on llama's tensors; each of those is
+    # tested at F16, which carries the same metadata and tensor names.
+    quantized_layout: bool = True
 
 
 COMMON = {
@@ -57,13 +65,14 @@ SPECS = {
         }),
         FamilySpec("llama_linear", "LlamaConfig", {
             "rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
-        }),
+        }, quantized_layout=False),
         FamilySpec("llama_yarn", "LlamaConfig", {
             "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
                                 "original_max_position_embeddings": 32},
-        }),
+        }, quantized_layout=False),
         FamilySpec("qwen2", "Qwen2Config", {"rope_parameters": {"rope_theta": 1e6}}),
-        FamilySpec("mistral", "MistralConfig", {"sliding_window": WINDOW}, gguf_exact=False),
+        FamilySpec("mistral", "MistralConfig", {"sliding_window": WINDOW}, gguf_exact=False,
+                   quantized_layout=False),
         FamilySpec("phi3", "Phi3Config", {
             "original_max_position_embeddings": 32,
             "rope_parameters": {
@@ -91,7 +100,7 @@ SPECS = {
         FamilySpec("granite", "GraniteConfig", {
             "embedding_multiplier": 3.0, "residual_multiplier": 0.5,
             "attention_multiplier": 0.09, "logits_scaling": 2.5,
-        }),
+        }, quantized_layout=False),
     )
 }
 
@@ -119,7 +128,7 @@ def write_family_checkpoint(directory: Path, spec: FamilySpec, seed: int = 11) -
     tokenizer = build_tokenizer(with_think_tokens=True)
     settings = {**COMMON, **spec.settings, "vocab_size": tokenizer.get_vocab_size() + 5}
     config = getattr(transformers, spec.config_class)(**settings)
-    config.architectures = [_architecture(spec.config_class)]
+    config.architectures = [architecture_of(spec.config_class)]
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     _randomize(model, seed, gemma=spec.config_class.startswith("Gemma"))
@@ -137,7 +146,7 @@ def write_family_checkpoint(directory: Path, spec: FamilySpec, seed: int = 11) -
     return directory
 
 
-def _architecture(config_class: str) -> str:
+def architecture_of(config_class: str) -> str:
     return {
         "LlamaConfig": "LlamaForCausalLM",
         "Qwen2Config": "Qwen2ForCausalLM",
@@ -146,6 +155,7 @@ def _architecture(config_class: str) -> str:
         "Gemma3TextConfig": "Gemma3ForCausalLM",
         "SmolLM3Config": "SmolLM3ForCausalLM",
         "GraniteConfig": "GraniteForCausalLM",
+        "Qwen3Config": "Qwen3ForCausalLM",
     }[config_class]
 
 
@@ -170,3 +180,48 @@ def reference(directory: Path) -> Reference:
         for _ in range(NEW_TOKENS):
             ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
     return Reference(logits, ids[len(PROMPT):])
+
+
+# llama.cpp's converter writes these; llama-quantize makes Q4_K_M from the F16 file.
+CONVERTED = ("F16", "Q8_0")
+QUANTIZED = ("Q8_0", "Q4_K_M")
+
+
+class FamilyStore:
+    """Each family's checkpoint, reference and GGUF files, made once per test session."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._references: dict[str, Reference] = {}
+        self._converted = False
+
+    def directory(self, name: str) -> Path:
+        directory = self.root / name
+        if not (directory / "config.json").exists():
+            write_family_checkpoint(directory, SPECS[name])
+        return directory
+
+    def reference(self, name: str) -> Reference:
+        if name not in self._references:
+            self._references[name] = reference(self.directory(name))
+        return self._references[name]
+
+    def gguf(self, name: str, kind: str) -> Path:
+        if kind in QUANTIZED and not SPECS[name].quantized_layout:
+            raise ValueError(f"{name} is tested at F16 only: its tensors are llama's")
+        if not self._converted:
+            # Every file the converter writes in one process: importing torch and
+            # transformers is most of a conversion.
+            convert_to_gguf([
+                (self.directory(family), self._path(family, converted), converted.lower())
+                for family, spec in SPECS.items() for converted in CONVERTED
+                if converted == "F16" or spec.quantized_layout
+            ])
+            self._converted = True
+        path = self._path(name, kind)
+        if kind == "Q4_K_M" and not path.exists():
+            quantize(self._path(name, "F16"), path, kind)
+        return path
+
+    def _path(self, name: str, kind: str) -> Path:
+        return self.root / f"{name}-{kind}.gguf"
