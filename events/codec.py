@@ -27,7 +27,7 @@ AnyEvent = Annotated[
     Field(discriminator="type"),
 ]
 
-_adapter: TypeAdapter[Any] = TypeAdapter(AnyEvent)
+_adapter: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
 def _reasoning_ended_v1(payload: dict[str, Any]) -> dict[str, Any]:
     """v1 named a think block the model closed itself `cause: "model"`, which read like the
@@ -52,7 +52,7 @@ def encode(event: Event) -> bytes:
     return event.model_dump_json().encode()
 
 
-def decode(data: bytes | str | dict[str, Any]) -> Any:
+def decode(data: bytes | str | dict[str, Any]) -> AnyEvent:
     """The event in its current version. Payloads of the current version (every event
     written by this code) are parsed and validated in one pass; only one that fails that
     is parsed again and upcast, so the hot path pays nothing for old versions."""

@@ -4,8 +4,8 @@ handed out but not acknowledged. Read from the consumer's info, for metrics."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from journal.errors import JournalUnavailable
@@ -19,7 +19,7 @@ class Backlog:
     ack_pending: int
 
 
-async def consumer_backlog(js: Any, stream: str, durable_name: str) -> Backlog | None:
+async def consumer_backlog(js: JetStreamContext, stream: str, durable_name: str) -> Backlog | None:
     """The consumer's backlog, or None when the consumer does not exist (yet)."""
     try:
         info = await js.consumer_info(stream, durable_name)

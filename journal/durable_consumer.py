@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 import nats
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
 from journal.connection import Connection
+from journal.errors import JournalUnavailable
 from journal.topology import declare_consumer
 from journal.trace_context import TRACEPARENT_HEADER
 
@@ -28,7 +30,7 @@ class Delivery:
     data: bytes
     # 1 for the first delivery; more when a worker before this one did not finish it.
     num_delivered: int
-    _msg: Any
+    _msg: Msg
 
     @property
     def subject(self) -> str:
@@ -68,7 +70,7 @@ class DurableConsumer:
         self._connection = connection
         self._stream = stream
         self._config = config
-        self._subscription: Any = None
+        self._subscription: JetStreamContext.PullSubscription | None = None
 
     async def open(self) -> None:
         """Declare the consumer and bind to it; again after NATS came back empty."""
@@ -86,6 +88,8 @@ class DurableConsumer:
     async def fetch(self, batch: int, timeout: float) -> list[Delivery]:
         """Up to `batch` messages, or none after `timeout` seconds (or while NATS is away)."""
         try:
+            if self._subscription is None:
+                raise JournalUnavailable(f"{self._config.durable_name} is not open")
             messages = await self._subscription.fetch(batch=batch, timeout=timeout)
         except (asyncio.TimeoutError, nats.errors.TimeoutError):
             return []

@@ -13,9 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
 
-from events import decode
+from events import AnyEvent, decode
 from events.ordering import SeqOrder
 from journal.connection import Connection
 from journal.errors import JournalUnavailable
@@ -48,7 +47,7 @@ class LogFollower:
         self.response_id = response_id
         self._queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=BUFFERED_EVENTS)
         self._order = SeqOrder()
-        self._ready: list[Any] = []
+        self._ready: list[AnyEvent] = []
         self._following = False
         self._repairs = repairs
         # When a quiet stream next checks the log, and how long it waits after that.
@@ -63,7 +62,7 @@ class LogFollower:
         with contextlib.suppress(asyncio.QueueFull):  # the log has it; see _repair
             self._queue.put_nowait(data)
 
-    async def next(self, timeout: float) -> Any | None:
+    async def next(self, timeout: float) -> AnyEvent | None:
         """The next event, or None when none came within `timeout` seconds.
 
         While NATS is away (a restart) it keeps returning None, for up to the outage

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
-from events import RequestAccepted
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription as NatsSubscription
+
+from events import AnyEvent, Event, RequestAccepted
 from events.subjects import (
     CANCELS_SUBJECT_PREFIX,
     EVENTS_STREAM,
@@ -68,7 +71,7 @@ class Journal:
         self._pipeline = PublishPipeline(self.connection)
         # Cancels sent from places that cannot await (a stream torn down by a
         # disconnect); referenced here until they finish.
-        self._pending: set[asyncio.Task[None]] = set()
+        self._pending: set[asyncio.Task[object]] = set()
         # Shared by every follower of this process, so repairs cannot storm NATS.
         self._repairs = asyncio.Semaphore(REPAIRS_AT_ONCE)
         # The one live subscription every follower of this process reads from.
@@ -121,7 +124,7 @@ class Journal:
             self._keep(fall_back(js, event, self.connection.name, self._route_deadline_s,
                                  self.settings.nats_timeout_s, traceparent))
 
-    def _keep(self, coroutine: Any) -> None:
+    def _keep(self, coroutine: Coroutine[Any, Any, object]) -> None:
         task = asyncio.create_task(coroutine)
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
@@ -141,7 +144,7 @@ class Journal:
                 return None
         return await take_lease(js, response_id, self.connection.name)
 
-    async def write(self, event: Any, take_over: bool = False) -> None:
+    async def write(self, event: Event, take_over: bool = False) -> None:
         """Append one event to its response's log (deduplicated by its seq); with
         `take_over`, first take the log's lease, so a worker that still thinks it holds
         the response can write nothing after it."""
@@ -186,7 +189,7 @@ class Journal:
     async def response_exists(self, response_id: str) -> bool:
         return await self.last_seq(response_id) >= 0
 
-    async def read_log(self, response_id: str) -> list[Any]:
+    async def read_log(self, response_id: str) -> list[AnyEvent]:
         return await read_log(self.connection.require(), response_id)
 
     # -- cancels -------------------------------------------------------------------------
@@ -213,7 +216,7 @@ class Journal:
     async def subscribe_cancels(self, on_cancel: Callable[[str], None]) -> Subscription:
         """Call `on_cancel(response_id)` for every cancel written from now on."""
 
-        async def on_message(msg: Any) -> None:
+        async def on_message(msg: Msg) -> None:
             on_cancel(msg.subject.rsplit(".", 1)[-1])
 
         subscription = await self.connection.require_client().subscribe(
@@ -342,7 +345,7 @@ class Journal:
 class Subscription:
     """A live subscription its owner can close."""
 
-    def __init__(self, subscription: Any) -> None:
+    def __init__(self, subscription: NatsSubscription) -> None:
         self._subscription = subscription
 
     async def close(self) -> None:

@@ -10,7 +10,8 @@ frozen past the ack wait cannot add to a log another worker has taken over.
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from nats.js import JetStreamContext
 
 from events.subjects import lease_subject
 
@@ -19,7 +20,7 @@ EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
 EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 
 
-async def take_lease(js: Any, response_id: str, holder: str) -> int:
+async def take_lease(js: JetStreamContext, response_id: str, holder: str) -> int:
     """Supersede every earlier lease of `response_id`; the new lease's stream sequence."""
     ack = await js.publish(lease_subject(response_id), json.dumps({"holder": holder}).encode())
     return int(ack.seq)

@@ -18,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 from events.subjects import LIVE_EVENTS_SUBJECT_PREFIX, live_events_subject
 from journal.connection import Connection
@@ -32,7 +34,7 @@ class LiveFeed:
         self._connection = connection
         # Live subject -> the sinks of the followers of that response in this process.
         self._sinks: dict[str, list[Sink]] = {}
-        self._subscription: Any = None
+        self._subscription: Subscription | None = None
         self._subscribing = asyncio.Lock()
 
     async def add(self, response_id: str, sink: Sink) -> None:
@@ -72,7 +74,7 @@ class LiveFeed:
                 await nc.flush(timeout=self._connection.settings.nats_timeout_s)  # type: ignore[arg-type]
             self._subscription = subscription
 
-    async def _on_message(self, msg: Any) -> None:
+    async def _on_message(self, msg: Msg) -> None:
         # A callback subscription: cheaper on the hot path than iterating messages.
         sinks = self._sinks.get(msg.subject)
         if sinks is None:

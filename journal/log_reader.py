@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from events import decode
+from events import AnyEvent, decode
 from events.ordering import SeqOrder
 from events.subjects import EVENTS_STREAM, cancel_subject, events_subject
 from journal.errors import JournalUnavailable
 
 
-async def last_seq(js: Any, response_id: str) -> int:
+async def last_seq(js: JetStreamContext, response_id: str) -> int:
     """The highest seq stored in the response's log, or -1 when it has none."""
     try:
         msg = await js.get_last_msg(EVENTS_STREAM, events_subject(response_id))
@@ -25,10 +26,10 @@ async def last_seq(js: Any, response_id: str) -> int:
         return -1
     except Exception as error:
         raise JournalUnavailable(f"Could not read the event log: {error}") from error
-    return int(decode(msg.data).seq)
+    return int(decode(msg.data or b"").seq)
 
 
-async def cancel_requested(js: Any, response_id: str) -> bool:
+async def cancel_requested(js: JetStreamContext, response_id: str) -> bool:
     try:
         await js.get_last_msg(EVENTS_STREAM, cancel_subject(response_id))
     except NotFoundError:
@@ -38,7 +39,7 @@ async def cancel_requested(js: Any, response_id: str) -> bool:
     return True
 
 
-async def read_log(js: Any, response_id: str, timeout: float = 5.0) -> list[Any]:
+async def read_log(js: JetStreamContext, response_id: str, timeout: float = 5.0) -> list[AnyEvent]:
     """Every stored event of the response, in seq order from 0, each once.
 
     An ordered consumer reads the subject from its first message; the read ends when the
@@ -48,10 +49,10 @@ async def read_log(js: Any, response_id: str, timeout: float = 5.0) -> list[Any]
     if await last_seq(js, response_id) < 0:
         return []
     order = SeqOrder()
-    events: list[Any] = []
+    events: list[AnyEvent] = []
     complete = asyncio.Event()
 
-    async def on_message(msg: Any) -> None:
+    async def on_message(msg: Msg) -> None:
         events.extend(order.push(decode(msg.data)))
         if msg.metadata.num_pending == 0:
             complete.set()

@@ -12,6 +12,8 @@ import itertools
 import json
 from typing import Any
 
+from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js.errors import APIError
 
 from journal.connection import Connection
@@ -49,7 +51,7 @@ class PublishPipeline:
         self._futures: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tokens = itertools.count()
         self._prefix: str | None = None
-        self._subscribed_on: Any = None
+        self._subscribed_on: Client | None = None
 
     @property
     def connected(self) -> bool:
@@ -70,7 +72,7 @@ class PublishPipeline:
         await nc.publish(subject, payload, reply=f"{self._prefix}.{token}", headers=headers)
         return future
 
-    async def _on_reply(self, msg: Any) -> None:
+    async def _on_reply(self, msg: Msg) -> None:
         future = self._futures.get(msg.subject.rsplit(".", 1)[-1])
         if future is None or future.done():
             return

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
 
+from nats.aio.msg import Msg
 from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
 
 from events import ModelCard, ModelLoadFailure
 from events.subjects import (
@@ -55,7 +56,7 @@ class Registry:
         # One liveness read per model at a time: a burst of requests shares it.
         self._live_checks: dict[str, asyncio.Future[bool]] = {}
 
-    async def _bucket(self, name: str) -> Any:
+    async def _bucket(self, name: str) -> KeyValue:
         js = self._connection.require()
         try:
             return await js.key_value(name)
@@ -135,7 +136,7 @@ class Registry:
         withdrawal (a delete) forgets it."""
         nc = self._connection.require_client()
 
-        async def on_write(msg: Any) -> None:
+        async def on_write(msg: Msg) -> None:
             key = msg.subject[len(prefix) :].split(".", 1)[0]
             if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE"):
                 self._live_seen.pop(key, None)
@@ -163,7 +164,7 @@ class Registry:
         for key in sorted({key.split(".", 1)[0] for key in keys}):
             with contextlib.suppress(KeyNotFoundError):
                 entry = await models.get(key)
-                cards.append(ModelCard.model_validate_json(entry.value))
+                cards.append(ModelCard.model_validate_json(entry.value or b""))
         return cards
 
     async def load_failure(self, model: str) -> ModelLoadFailure | None:

@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 import nats
+from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
 from journal.errors import JournalUnavailable
@@ -30,7 +30,7 @@ class ReplayedMessage:
     data: bytes
 
 
-async def replay(js: Any, stream: str, subject: str) -> AsyncIterator[ReplayedMessage]:
+async def replay(js: JetStreamContext, stream: str, subject: str) -> AsyncIterator[ReplayedMessage]:
     """The messages of `stream` on `subject` (wildcards allowed), from the first stored to
     the stream's last sequence now. JournalUnavailable when NATS stops answering."""
     try:
@@ -42,7 +42,8 @@ async def replay(js: Any, stream: str, subject: str) -> AsyncIterator[ReplayedMe
         raise JournalUnavailable(f"Could not read {stream}: {error}") from error
     try:
         info = await subscription.consumer_info()
-        if not info.num_pending and not info.delivered.consumer_seq:
+        delivered = info.delivered.consumer_seq if info.delivered is not None else 0
+        if not info.num_pending and not delivered:
             return  # nothing on the subject
         while True:
             try:

@@ -17,8 +17,8 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import APIError, NotFoundError
 
@@ -76,7 +76,7 @@ class CacheReport:
                    [str(d) for d in body.get("digests", [])])
 
 
-async def first_lease(js: Any, response_id: str, holder: str) -> int | None:
+async def first_lease(js: JetStreamContext, response_id: str, holder: str) -> int | None:
     """Write `response_id`'s first lease; None when someone wrote one before."""
     try:
         ack = await js.publish(
@@ -90,18 +90,18 @@ async def first_lease(js: Any, response_id: str, holder: str) -> int | None:
     return int(ack.seq)
 
 
-async def lease_holder(js: Any, stream: str, response_id: str) -> str | None:
+async def lease_holder(js: JetStreamContext, stream: str, response_id: str) -> str | None:
     """Who wrote `response_id`'s latest lease; None when nobody has."""
     try:
         msg = await js.get_last_msg(stream, lease_subject(response_id))
     except NotFoundError:
         return None
-    holder = json.loads(msg.data).get("holder")
+    holder = json.loads(msg.data or b"").get("holder")
     return str(holder) if holder else None
 
 
 async def fall_back(
-    js: Any, event: RequestAccepted, holder: str, deadline_s: float, timeout: float,
+    js: JetStreamContext, event: RequestAccepted, holder: str, deadline_s: float, timeout: float,
     traceparent: str | None,
 ) -> bool:
     """After `deadline_s`, hand a routed request nobody took to the shared queue; whether

@@ -8,11 +8,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
+from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
-from events import EventDecodeError, decode
+from events import AnyEvent, EventDecodeError, decode
 from journal.errors import JournalUnavailable
 
 
@@ -21,11 +21,11 @@ class TailedMessage:
     subject: str
     data: bytes
     # The decoded (and upcast) event; None when this code cannot read it.
-    event: Any | None
+    event: AnyEvent | None
     error: str | None = None
 
 
-async def tail(js: Any, stream: str, subject: str, from_start: bool) -> AsyncIterator[TailedMessage]:
+async def tail(js: JetStreamContext, stream: str, subject: str, from_start: bool) -> AsyncIterator[TailedMessage]:
     """Messages of `stream` on `subject` (wildcards allowed) in stream order, from the first
     stored one or from now on, until the caller stops iterating.
 

@@ -9,6 +9,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
@@ -26,7 +29,7 @@ COUNT_TIMEOUT_S = 30.0
 CountHandler = Callable[[RequestAccepted], Awaitable[int]]
 
 
-async def request_count(nc: Any, event: RequestAccepted) -> int:
+async def request_count(nc: Client, event: RequestAccepted) -> int:
     """The prompt length one of `event.model`'s workers builds for `event`."""
     payload = encode(event)
     check_payload_size(payload, nc.max_payload)
@@ -57,12 +60,12 @@ class CountServer:
         self._handler = handler
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def on_message(self, msg: Any) -> None:
+    async def on_message(self, msg: Msg) -> None:
         task = asyncio.create_task(self._answer(msg))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _answer(self, msg: Any) -> None:
+    async def _answer(self, msg: Msg) -> None:
         try:
             request = decode(msg.data)
             if not isinstance(request, RequestAccepted):
@@ -81,7 +84,7 @@ class CountServer:
             log.warning("could not answer a count: %s", error)
 
 
-async def serve_counts(nc: Any, model: str, handler: CountHandler) -> Any:
+async def serve_counts(nc: Client, model: str, handler: CountHandler) -> Subscription:
     server = CountServer(handler)
     return await nc.subscribe(count_subject(model), queue=counters_queue(model),
                               cb=server.on_message)

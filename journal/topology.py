@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RePublish
 from nats.js.errors import APIError
 
@@ -70,7 +71,7 @@ def stream_configs(settings: JournalSettings) -> list[dict[str, Any]]:
     ]
 
 
-async def declare(js: Any, settings: JournalSettings) -> None:
+async def declare(js: JetStreamContext, settings: JournalSettings) -> None:
     """Create the streams and buckets, or bring existing ones to this configuration."""
     for config in stream_configs(settings):
         try:
@@ -114,9 +115,11 @@ def projection_consumer_config(durable_name: str, ack_wait_s: float) -> Consumer
     )
 
 
-async def declare_consumer(js: Any, stream: str, config: ConsumerConfig) -> None:
+async def declare_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
     try:
+        # A durable consumer that exists with other settings is brought to these by the
+        # same create (nats-py has no separate update call).
         await js.add_consumer(stream, config)
-    except APIError as error:  # it exists with other settings: bring it to these
-        log.info("updating consumer %s (%s)", config.durable_name, error)
-        await js.update_consumer(stream, config)
+    except APIError as error:  # a setting the server does not let change
+        log.warning("consumer %s cannot take these settings (%s)", config.durable_name, error)
+        raise

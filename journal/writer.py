@@ -9,16 +9,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
-from events import CancelRequested, RequestAccepted, encode
+from events import CancelRequested, Event, RequestAccepted, encode
 from events.subjects import cancel_subject, event_msg_id, events_subject, request_subject
 from journal.errors import Fenced, PayloadTooLarge, PublishFailed, ResponseIdTaken
 from journal.lease import EXPECTED_LAST_SUBJECT_SEQUENCE, fence_headers, take_lease
 from journal.pipeline import WRONG_LAST_SEQUENCE, PublishPipeline, is_fenced, lease_lost
 from journal.trace_context import TRACEPARENT_HEADER
+
+E = TypeVar("E", bound=Event)
 
 log = logging.getLogger("spate.journal.writer")
 
@@ -43,7 +46,7 @@ def check_payload_size(payload: bytes, max_payload: int) -> None:
 
 
 async def publish_request(
-    js: Any, event: RequestAccepted, timeout: float, max_payload: int,
+    js: JetStreamContext, event: RequestAccepted, timeout: float, max_payload: int,
     traceparent: str | None = None, claim: bool = False, subject: str | None = None,
 ) -> None:
     """Write seq 0 of the response's log, then hand the request to the workers.
@@ -82,7 +85,7 @@ async def publish_request(
 
 
 async def claim_log(
-    js: Any, response_id: str, payload: bytes, trace: dict[str, str], timeout: float
+    js: JetStreamContext, response_id: str, payload: bytes, trace: dict[str, str], timeout: float
 ) -> None:
     """Write seq 0 of a log that must not exist yet, or raise ResponseIdTaken. JetStream
     checks the subject is empty as it appends; within its duplicate window a second
@@ -100,7 +103,7 @@ async def claim_log(
         raise ResponseIdTaken(response_id)
 
 
-async def publish_event(js: Any, event: Any, lease_seq: int | None = None) -> None:
+async def publish_event(js: JetStreamContext, event: Event, lease_seq: int | None = None) -> None:
     """One event of a response's log, written by someone other than its worker (under
     `lease_seq` when given: `Fenced` if another writer took the log since)."""
     headers = {"Nats-Msg-Id": event_msg_id(event.response_id, event.seq)}
@@ -114,7 +117,7 @@ async def publish_event(js: Any, event: Any, lease_seq: int | None = None) -> No
         raise
 
 
-async def publish_cancel(js: Any, response_id: str, reason: CancelReason) -> None:
+async def publish_cancel(js: JetStreamContext, response_id: str, reason: CancelReason) -> None:
     event = CancelRequested(response_id=response_id, seq=0, reason=reason)
     await js.publish(
         cancel_subject(response_id), encode(event),
@@ -132,7 +135,7 @@ class ResponseWriter:
     """
 
     def __init__(
-        self, js: Any, pipeline: PublishPipeline, response_id: str, next_seq: int,
+        self, js: JetStreamContext, pipeline: PublishPipeline, response_id: str, next_seq: int,
         lease_seq: int | None, holder: str, retry_for_s: float = 30.0,
         ack_timeout_s: float = 2.0, on_fenced: Callable[[], None] | None = None,
     ) -> None:
@@ -154,7 +157,7 @@ class ResponseWriter:
         self._subject = events_subject(response_id)
         self._fence = fence_headers(response_id, lease_seq) if lease_seq is not None else {}
         # Each event not yet known to be persisted: its ack, itself, when it was sent.
-        self._pending: list[tuple[asyncio.Future[Any], Any, float]] = []
+        self._pending: list[tuple[asyncio.Future[dict[str, Any]], Event, float]] = []
 
     def _headers(self, seq: int) -> dict[str, str]:
         return {"Nats-Msg-Id": event_msg_id(self.response_id, seq), **self._fence}
@@ -167,14 +170,14 @@ class ResponseWriter:
                 self._on_fenced()
         return Fenced(f"the log of {self.response_id} has another writer")
 
-    def _check_ack(self, future: asyncio.Future[Any]) -> None:
+    def _check_ack(self, future: asyncio.Future[dict[str, Any]]) -> None:
         if not future.cancelled() and (error := future.exception()) is not None:
             if is_fenced(error):
                 self._fenced()
             else:
                 self._failed = True
 
-    async def publish(self, event_type: type, **fields: Any) -> Any:
+    async def publish(self, event_type: type[E], **fields: Any) -> E:
         """Publish without waiting for JetStream's ack; `flush` waits for all of them."""
         if self.fenced:
             raise Fenced(f"the log of {self.response_id} has another writer")
@@ -207,7 +210,7 @@ class ResponseWriter:
             await asyncio.wait([future for future, _, _ in self._pending],
                                timeout=min(timeout, self._ack_timeout_s))
         overdue = asyncio.get_running_loop().time() - self._ack_timeout_s
-        keep: list[tuple[asyncio.Future[Any], Any, float]] = []
+        keep: list[tuple[asyncio.Future[dict[str, Any]], Event, float]] = []
         for future, event, sent_at in self._pending:
             if not future.done():
                 if done_only and sent_at > overdue:
@@ -221,7 +224,7 @@ class ResponseWriter:
                 await self._republish(event)
         self._pending = keep
 
-    async def _republish(self, event: Any) -> None:
+    async def _republish(self, event: Event) -> None:
         # The Nats-Msg-Id makes this safe even when the first publish did land.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._retry_for_s

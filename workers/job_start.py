@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from events import GenerationStarted, RequestAccepted, decode
+from events import EventDecodeError, GenerationStarted, RequestAccepted, decode
 from journal import Delivery, Journal
 from workers.engine_loop import AddRequest, EngineLoop
 from workers.job import Job, response_log
@@ -61,6 +61,8 @@ class JobStart:
     async def run(self, delivery: Delivery) -> None:
         try:
             request = decode(delivery.data)
+            if not isinstance(request, RequestAccepted):
+                raise EventDecodeError(f"a {request.type} event on the request queue")
         except ValueError as error:
             log.error("dropping an undecodable request: %s", error)
             await delivery.term()
