@@ -13,15 +13,22 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
 from cli.nats_server import free_port
 from cli.redis_server import EmbeddedRedis
-from tests.conformance.open_responses import event_errors, response_errors
+from tests.conformance.open_responses import (
+    compaction_errors,
+    event_errors,
+    response_errors,
+    socket_error_errors,
+)
 from tests.conftest import DEFAULT_MODEL, Stack
 from tests.e2e.test_queue_consumer import read_requests
 from tests.pdf_file import pdf_with_text
@@ -146,8 +153,15 @@ def test_image_input_is_refused_by_the_text_only_model(base_url: str) -> None:
     assert "takes no images" in error["message"]
 
 
-def test_file_input(base_url: str, stack: Stack) -> None:
-    pdf = base64.b64encode(pdf_with_text("The secret word is marmalade.")).decode()
+def without_startxref(pdf: bytes) -> bytes:
+    """The PDF as small hand-written files come: no `startxref` before `%%EOF`, which
+    PDF readers recover from by scanning for the objects."""
+    return re.sub(rb"startxref\n\d+\n", b"", pdf)
+
+
+@pytest.mark.parametrize("shape", [bytes, without_startxref], ids=["intact", "no-startxref"])
+def test_file_input(base_url: str, stack: Stack, shape: Callable[[bytes], bytes]) -> None:
+    pdf = base64.b64encode(shape(pdf_with_text("The secret word is marmalade."))).decode()
     response = create(base_url, {"input": [{"type": "message", "role": "user", "content": [
         {"type": "input_text", "text": "What is the secret word in this file?"},
         {"type": "input_file", "filename": "secret.pdf",
@@ -176,3 +190,45 @@ def test_previous_response_id(base_url: str, stack: Stack) -> None:
     assert [message.content for message in event.messages] == [
         "My name is Alice.", first["output"][-1]["content"][0]["text"],
         "What is my name?"]
+
+
+def test_compact_a_conversation_of_one_turn(base_url: str) -> None:
+    reply = httpx.post(f"{base_url}/v1/responses/compact", timeout=600, json={
+        "model": DEFAULT_MODEL, "input": [
+            {"type": "message", "role": "user", "content": "Say hello in exactly 3 words."}]})
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert not compaction_errors(body)
+    assert [item["type"] for item in body["output"]] == ["compaction"]
+
+
+def test_websocket_output_not_matching_the_chain_fails_and_evicts_it(base_url: str) -> None:
+    """A continuation whose function_call_output answers no call of the previous response
+    fails with a WebSocket error event, and the chain is gone from the connection."""
+    async def run() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        url = base_url.replace("http://", "ws://") + "/v1/responses"
+        async with connect(url, max_size=None) as socket:
+            async def answer() -> dict[str, Any]:
+                while True:
+                    event: dict[str, Any] = json.loads(await asyncio.wait_for(socket.recv(), 600))
+                    if event["type"] in ("error", "response.completed", "response.incomplete",
+                                         "response.failed"):
+                        return event
+
+            async def send(**body: Any) -> None:
+                await socket.send(json.dumps({"type": "response.create", "model": DEFAULT_MODEL,
+                                              **CAP, "store": False, **body}))
+
+            await send(input="Say hello.")
+            first = await answer()
+            await send(previous_response_id=first["response"]["id"], input=[
+                {"type": "function_call_output", "call_id": "call_unknown", "output": "{}"}])
+            mismatch = await answer()
+            await send(previous_response_id=first["response"]["id"], input="Hello again.")
+            return first, mismatch, await answer()
+
+    first, mismatch, after = asyncio.run(run())
+    assert first["type"] in ("response.completed", "response.incomplete"), first
+    assert not socket_error_errors(mismatch), mismatch
+    assert mismatch["status"] == 400 and mismatch["error"]["param"] == "input[0].call_id"
+    assert after["type"] == "error" and after["error"]["code"] == "previous_response_not_found"
