@@ -3,7 +3,8 @@
 It owns the connection (connect with retry, reconnect, re-declaring what a restarted
 server lost), the streams, consumers and buckets, publishing a response's events with
 message ids, following a response's log with gap repair, reading a stored log, the model
-registry and liveness, the workers' request queue, cancels, and input token counts.
+registry and liveness, the workers' request queue, cancels, input token counts and the
+workers' cache reports.
 `api/`, `workers/` and `store/` call it; none of them imports the NATS client. It imports
 no torch.
 """
