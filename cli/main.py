@@ -1,4 +1,4 @@
-"""`spate serve | api | worker | store | events`: the entry points people run."""
+"""`spate serve | api | worker | store | events | models`: the entry points people run."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from api.encrypted_content import KEY_FILE_ENV, new_key
 from api.settings import ApiSettings
-from cli import events_command, store_rebuild
+from cli import events_command, models_command, store_rebuild
 from cli.log_format import configure_logging, logs_json
 from cli.nats_address import use_nats_address
 from cli.nats_server import EmbeddedNats
@@ -100,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="serve Prometheus metrics on this port (default: none)")
 
     events_command.add_parser(commands)
+    models_command.add_parser(commands)
 
     store = commands.add_parser(
         "store", help="the store's projection alone (API replicas with the store on run one too)")
@@ -364,6 +365,8 @@ def _run(argv: list[str] | None) -> int:
         return store_rebuild.run_rebuild(args) if args.store_command == "rebuild" else run_store(args)
     elif args.command == "events":
         return events_command.run_events(args)
+    elif args.command == "models":
+        return models_command.run_models(args)
     else:
         return run_serve(args)
     return 0

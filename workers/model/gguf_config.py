@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import gguf
-import numpy as np
 
 from workers.model.config import FULL, SLIDING, ModelConfig
 from workers.model.families import GGUF_ARCHITECTURES
+from workers.model.gguf_metadata import GgufHeader
 
 # Per-layer GGUF tensor name -> Hugging Face name inside `model.layers.N.`.
 _LAYER_NAMES = {
@@ -66,21 +66,14 @@ def hf_name(name: str, architecture: str) -> str:
     raise ValueError(f"GGUF tensor {name!r} is not one this loader knows")
 
 
-def _floats(reader: gguf.GGUFReader, name: str) -> list[float] | None:
-    for tensor in reader.tensors:
-        if tensor.name == name:
-            return [float(x) for x in np.asarray(tensor.data, dtype=np.float32).reshape(-1)]
-    return None
-
-
-def _rope_scaling(reader: gguf.GGUFReader, arch: str) -> dict[str, Any] | None:
-    freqs = _floats(reader, "rope_freqs.weight")
+def _rope_scaling(header: GgufHeader, arch: str) -> dict[str, Any] | None:
+    freqs = header.floats("rope_freqs.weight")
     if freqs is not None:
         # Llama 3 scaling as llama.cpp stores it: the factors each frequency is divided by.
         return {"rope_type": "frequency_factors", "factors": freqs}
-    kind = field(reader, f"{arch}.rope.scaling.type")
-    original = field(reader, f"{arch}.rope.scaling.original_context_length")
-    long, short = (_floats(reader, f"rope_factors_{which}.weight") for which in ("long", "short"))
+    kind = header.get(f"{arch}.rope.scaling.type")
+    original = header.get(f"{arch}.rope.scaling.original_context_length")
+    long, short = (header.floats(f"rope_factors_{which}.weight") for which in ("long", "short"))
     if long is not None and short is not None:
         # Phi-3's converter writes the factors as tensors and no scaling type; llama.cpp
         # applies them wherever they are, and so does this.
@@ -88,45 +81,45 @@ def _rope_scaling(reader: gguf.GGUFReader, arch: str) -> dict[str, Any] | None:
             "rope_type": "longrope", "long_factor": long, "short_factor": short,
             "original_max_position_embeddings": int(original),
         }
-        attention_factor = field(reader, f"{arch}.rope.scaling.attn_factor")
+        attention_factor = header.get(f"{arch}.rope.scaling.attn_factor")
         if attention_factor is not None:
             longrope["attention_factor"] = float(attention_factor)
         return longrope
     if kind in (None, "none", "longrope"):
         return None
     if kind == "linear":
-        return {"rope_type": "linear", "factor": float(field(reader, f"{arch}.rope.scaling.factor"))}
+        return {"rope_type": "linear", "factor": float(header.get(f"{arch}.rope.scaling.factor"))}
     if kind == "yarn":
         scaling: dict[str, Any] = {
             "rope_type": "yarn",
-            "factor": float(field(reader, f"{arch}.rope.scaling.factor")),
+            "factor": float(header.get(f"{arch}.rope.scaling.factor")),
             "original_max_position_embeddings": int(original),
         }
         for key, name in (("beta_fast", "yarn_beta_fast"), ("beta_slow", "yarn_beta_slow"),
                           ("attention_factor", "yarn_attn_factor")):
-            value = field(reader, f"{arch}.rope.scaling.{name}")
+            value = header.get(f"{arch}.rope.scaling.{name}")
             if value is not None:
                 scaling[key] = float(value)
         return scaling
     raise ValueError(f"unsupported GGUF rope scaling type {kind!r}")
 
 
-def _family_fields(reader: gguf.GGUFReader, arch: str, layers: int, names: set[str],
+def _family_fields(header: GgufHeader, arch: str, layers: int, names: set[str],
                    hidden: int, heads: int, head_dim: int) -> dict[str, Any]:
     fields: dict[str, Any] = {}
-    window = field(reader, f"{arch}.attention.sliding_window")
+    window = header.get(f"{arch}.attention.sliding_window")
     if arch == "gemma3":
         # llama.cpp: five local layers to one global one unless the file says otherwise,
         # local rope base 10000, and the score scale of gemma_pytorch (27B: hidden / heads).
-        pattern = int(field(reader, f"{arch}.attention.sliding_window_pattern", 6))
+        pattern = int(header.get(f"{arch}.attention.sliding_window_pattern", 6))
         if window:
             fields["layer_types"] = tuple(
                 SLIDING if (i + 1) % pattern else FULL for i in range(layers)
             )
-            fields["rope_local_theta"] = float(field(reader, f"{arch}.rope.freq_base_swa", 10000.0))
+            fields["rope_local_theta"] = float(header.get(f"{arch}.rope.freq_base_swa", 10000.0))
         scalar = hidden // heads if layers == 62 else head_dim
         fields["attention_scale"] = float(scalar) ** -0.5
-        fields["final_logit_softcapping"] = field(reader, f"{arch}.final_logit_softcapping")
+        fields["final_logit_softcapping"] = header.get(f"{arch}.final_logit_softcapping")
     elif arch == "phi3" and window:
         fields["layer_types"] = (SLIDING,) * layers
     if fields.get("layer_types") and window:
@@ -134,10 +127,10 @@ def _family_fields(reader: gguf.GGUFReader, arch: str, layers: int, names: set[s
     if arch == "smollm3":
         fields["rope_layers"] = tuple((i + 1) % 4 != 0 for i in range(layers))
     if arch == "granite":
-        fields["attention_scale"] = float(field(reader, f"{arch}.attention.scale", head_dim**-0.5))
-        fields["embedding_multiplier"] = float(field(reader, f"{arch}.embedding_scale", 1.0))
-        fields["residual_multiplier"] = float(field(reader, f"{arch}.residual_scale", 1.0))
-        fields["logits_scaling"] = float(field(reader, f"{arch}.logit_scale", 1.0))
+        fields["attention_scale"] = float(header.get(f"{arch}.attention.scale", head_dim**-0.5))
+        fields["embedding_multiplier"] = float(header.get(f"{arch}.embedding_scale", 1.0))
+        fields["residual_multiplier"] = float(header.get(f"{arch}.residual_scale", 1.0))
+        fields["logits_scaling"] = float(header.get(f"{arch}.logit_scale", 1.0))
     # Bias on q/k/v alone (Qwen2) or on the output projection as well (some Llamas).
     output_bias = "blk.0.attn_output.bias" in names
     fields["attention_bias"] = output_bias
@@ -147,22 +140,31 @@ def _family_fields(reader: gguf.GGUFReader, arch: str, layers: int, names: set[s
     return fields
 
 
-def read_gguf_config(reader: gguf.GGUFReader) -> ModelConfig:
-    arch = field(reader, "general.architecture")
+def _required(header: GgufHeader, key: str) -> Any:
+    value = header.get(key)
+    if value is None:
+        raise ValueError(f"{header.path.name} lacks the GGUF key {key}")
+    return value
+
+
+def read_gguf_config(header: GgufHeader) -> ModelConfig:
+    arch = header.get("general.architecture")
     family = GGUF_ARCHITECTURES.get(arch)
     if family is None:
         raise ValueError(
             f"unsupported GGUF architecture {arch!r}; supported: {sorted(GGUF_ARCHITECTURES)}"
         )
-    tensors = {tensor.name: tensor for tensor in reader.tensors}
-    hidden = int(field(reader, f"{arch}.embedding_length"))
-    heads = int(field(reader, f"{arch}.attention.head_count"))
-    head_dim = int(field(reader, f"{arch}.attention.key_length", hidden // heads))
-    layers = int(field(reader, f"{arch}.block_count"))
-    context = int(field(reader, f"{arch}.context_length"))
-    rotary = int(field(reader, f"{arch}.rope.dimension_count", head_dim))
-    eos = field(reader, "tokenizer.ggml.eos_token_id")
-    fields = _family_fields(reader, arch, layers, set(tensors), hidden, heads, head_dim)
+    tensors = header.tensors
+    if "token_embd.weight" not in tensors:
+        raise ValueError(f"{header.path.name} has no token_embd.weight tensor")
+    hidden = int(_required(header, f"{arch}.embedding_length"))
+    heads = int(_required(header, f"{arch}.attention.head_count"))
+    head_dim = int(header.get(f"{arch}.attention.key_length", hidden // heads))
+    layers = int(_required(header, f"{arch}.block_count"))
+    context = int(_required(header, f"{arch}.context_length"))
+    rotary = int(header.get(f"{arch}.rope.dimension_count", head_dim))
+    eos = header.get("tokenizer.ggml.eos_token_id")
+    fields = _family_fields(header, arch, layers, set(tensors), hidden, heads, head_dim)
     if fields.get("sliding_window", 0) >= context:
         fields.pop("sliding_window")  # a window as wide as the context hides nothing
     return ModelConfig(
@@ -170,18 +172,18 @@ def read_gguf_config(reader: gguf.GGUFReader) -> ModelConfig:
         # The embedding's rows, which the converter may trim to the real vocabulary.
         vocab_size=int(tensors["token_embd.weight"].shape[1]),
         hidden_size=hidden,
-        intermediate_size=int(field(reader, f"{arch}.feed_forward_length")),
+        intermediate_size=int(_required(header, f"{arch}.feed_forward_length")),
         num_layers=layers,
         num_heads=heads,
-        num_kv_heads=int(field(reader, f"{arch}.attention.head_count_kv", heads)),
+        num_kv_heads=int(header.get(f"{arch}.attention.head_count_kv", heads)),
         head_dim=head_dim,
-        rms_norm_eps=float(field(reader, f"{arch}.attention.layer_norm_rms_epsilon")),
-        rope_theta=float(field(reader, f"{arch}.rope.freq_base", 10000.0)),
+        rms_norm_eps=float(_required(header, f"{arch}.attention.layer_norm_rms_epsilon")),
+        rope_theta=float(header.get(f"{arch}.rope.freq_base", 10000.0)),
         max_position_embeddings=context,
         tie_word_embeddings="output.weight" not in tensors,
-        bos_token_id=field(reader, "tokenizer.ggml.bos_token_id"),
+        bos_token_id=header.get("tokenizer.ggml.bos_token_id"),
         eos_token_ids=() if eos is None else (int(eos),),
-        rope_scaling=_rope_scaling(reader, arch),
+        rope_scaling=_rope_scaling(header, arch),
         partial_rotary_factor=rotary / head_dim,
         **fields,
     )

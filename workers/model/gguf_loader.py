@@ -18,7 +18,9 @@ from workers.model.gguf_config import (
     hf_name,
     read_gguf_config,
 )
+from workers.model.gguf_metadata import read_gguf_header
 from workers.model.gguf_tokenizer import build_gguf_tokenizer, read_gguf_vocabulary
+from workers.model.gguf_types import refuse_unloadable_types
 from workers.model.group_quantized import SUPPORTED_TYPES, decode_blocks
 from workers.model.load_progress import load_progress
 from workers.model.tokenizer import Tokenizer, chat_eos_token_ids
@@ -82,8 +84,10 @@ def _read_quantized(reader: gguf.GGUFReader, config: ModelConfig) -> QuantizedTe
 
 def read_gguf(path: Path, name: str | None = None) -> Checkpoint:
     """Parse the file's metadata now; tensors are dequantized when `read_weights` is iterated."""
+    header = read_gguf_header(path)
+    config = read_gguf_config(header)
+    refuse_unloadable_types(header)
     reader = gguf.GGUFReader(path)
-    config = read_gguf_config(reader)
     tokens = list(field(reader, "tokenizer.ggml.tokens") or [])
     if not tokens:
         raise ValueError(f"{path} has no tokenizer vocabulary")

@@ -117,6 +117,16 @@ def read_hf_config(raw: dict[str, Any]) -> ModelConfig:
             f"unsupported architectures {architectures}; supported: {sorted(HF_ARCHITECTURES)}"
         )
     architecture = known[0]
+    quantization = raw.get("quantization_config")
+    if quantization:
+        # GPTQ, AWQ, bitsandbytes, fp8 ...: weights under names and layouts the loader
+        # does not read.
+        method = quantization.get("quant_method") if isinstance(quantization, dict) else None
+        raise ValueError(
+            f"unsupported quantization {method or 'quantization_config'!r} of a Hugging Face "
+            "folder; supported: dense safetensors weights (F32, F16, BF16) in a folder, or a "
+            "GGUF file (F32, F16, BF16, Q4_0, Q8_0, K-quants ...)"
+        )
     if raw.get("mlp_bias"):
         raise ValueError("checkpoints with mlp_bias are not supported")
     full, local = _rope(raw)

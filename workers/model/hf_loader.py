@@ -2,46 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors import safe_open
-from tokenizers import Tokenizer as BackendTokenizer
 
 from workers.model.checkpoint import Checkpoint, NamedTensors
 from workers.model.hf_config import read_hf_config, token_ids
+from workers.model.hf_files import (
+    chat_template,
+    read_backend_tokenizer,
+    read_config_json,
+    read_json,
+    token_text,
+)
 from workers.model.load_progress import load_progress
 from workers.model.tokenizer import Tokenizer, chat_eos_token_ids
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    with path.open(encoding="utf-8") as file:
-        data: dict[str, Any] = json.load(file)
-    return data
-
-
-def _token_text(value: Any) -> str | None:
-    """tokenizer_config.json spells special tokens as a string or as an AddedToken dict."""
-    if isinstance(value, dict):
-        value = value.get("content")
-    return value if isinstance(value, str) else None
-
-
-def _chat_template(directory: Path, tokenizer_config: dict[str, Any]) -> str | None:
-    # A standalone chat_template.jinja wins, as in transformers.
-    jinja_file = directory / "chat_template.jinja"
-    if jinja_file.is_file():
-        return jinja_file.read_text(encoding="utf-8")
-    template = tokenizer_config.get("chat_template")
-    if isinstance(template, list):
-        named = {entry["name"]: entry["template"] for entry in template}
-        template = named.get("default")
-    return template
 
 
 def _read_tensors(
@@ -60,21 +37,14 @@ def _read_tensors(
 
 
 def read_hf_directory(directory: Path, name: str | None = None) -> Checkpoint:
-    config_file = directory / "config.json"
-    if not config_file.is_file():
-        raise ValueError(f"{directory} has no config.json")
-    raw = _read_json(config_file)
-    config = read_hf_config(raw)
-    tokenizer_file = directory / "tokenizer.json"
-    if not tokenizer_file.is_file():
-        raise ValueError(f"{directory} has no tokenizer.json")
-    backend = BackendTokenizer.from_file(str(tokenizer_file))
-    tokenizer_config = _read_json(directory / "tokenizer_config.json")
-    generation_config = _read_json(directory / "generation_config.json")
-    template = _chat_template(directory, tokenizer_config)
+    config = read_hf_config(read_config_json(directory))
+    backend = read_backend_tokenizer(directory)
+    tokenizer_config = read_json(directory / "tokenizer_config.json")
+    generation_config = read_json(directory / "generation_config.json")
+    template = chat_template(directory, tokenizer_config)
 
-    bos_token = _token_text(tokenizer_config.get("bos_token"))
-    eos_token = _token_text(tokenizer_config.get("eos_token"))
+    bos_token = token_text(tokenizer_config.get("bos_token"))
+    eos_token = token_text(tokenizer_config.get("eos_token"))
     eos_ids = list(config.eos_token_ids) + token_ids(generation_config.get("eos_token_id"))
     eos_token_id = backend.token_to_id(eos_token) if eos_token is not None else None
     if eos_token_id is not None:
