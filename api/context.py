@@ -9,10 +9,10 @@ from typing import Any
 from api.errors import APIError, response_not_found
 from api.fields import STORE_ENV
 from api.input_items import ItemReference, MessageItem
+from api.normalize import Recorded
 from api.request_model import ResponsesRequest
 from api.store_access import conversation_not_found
 from api.stored_items import as_input, input_item_dicts
-from events import RequestAccepted
 from store import ItemPage, Store
 
 PAGE = 100
@@ -79,24 +79,31 @@ def with_context(request: ResponsesRequest, context: Context) -> ResponsesReques
     return request.model_copy(update={"input": [*as_input(context.items), *own]})
 
 
-def stored_request(
-    event: RequestAccepted, request: ResponsesRequest, context: Context
-) -> RequestAccepted:
-    """The request event as the store projects it (store on)."""
+def recorded_of(
+    request: ResponsesRequest, context: Context, stored: bool, chained: bool,
+    compaction: dict[str, Any] | None,
+) -> Recorded:
+    """What the request event records of the store and the earlier turns: as the store
+    projects it when `stored`; else, for a chain the caller holds (`chained`), the
+    `previous_response_id` the Response echoes."""
+    if not stored:
+        echo = ({"previous_response_id": request.previous_response_id}
+                if chained and request.previous_response_id is not None else {})
+        return Recorded(echo=echo, compaction=compaction)
     keep = request.store is not False
-    echo = {**event.echo, "store": keep, "background": bool(request.background)}
+    stored_echo: dict[str, Any] = {"store": keep, "background": bool(request.background)}
     if request.previous_response_id is not None:
-        echo["previous_response_id"] = request.previous_response_id
+        stored_echo["previous_response_id"] = request.previous_response_id
     if context.conversation_id is not None:
-        echo["conversation"] = {"id": context.conversation_id}
+        stored_echo["conversation"] = {"id": context.conversation_id}
     own = input_item_dicts(request) if keep else []
-    return event.model_copy(update={
-        "store": keep, "echo": echo,
-        "input_items": tuple([*context.items, *own]) if keep else (),
-        "new_input_from": len(context.items) if keep else 0,
-        "conversation_id": context.conversation_id,
-        "background": bool(request.background),
-    })
+    return Recorded(
+        store=keep, echo=stored_echo,
+        input_items=tuple([*context.items, *own]) if keep else (),
+        new_input_from=len(context.items) if keep else 0,
+        conversation_id=context.conversation_id,
+        background=bool(request.background), compaction=compaction,
+    )
 
 
 async def resolved_references(

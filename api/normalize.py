@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from api.constraints import answer_constraint_of, tool_choice_of, tool_definitions, tools_echo
@@ -70,13 +71,34 @@ def echo_of(request: ResponsesRequest) -> dict[str, Any]:
     return echo
 
 
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What the event records beyond the body it lowers, gathered before it is built:
+    the store's part (whether to keep the response, the items it was given with the
+    earlier turns first, its conversation, whether it runs in the background), the
+    fields those earlier turns add to the echo, and the compaction item that replaced
+    the input's older turns."""
+
+    store: bool = False
+    background: bool = False
+    input_items: tuple[dict[str, Any], ...] = ()
+    new_input_from: int = 0
+    conversation_id: str | None = None
+    echo: Mapping[str, Any] = field(default_factory=dict)
+    compaction: dict[str, Any] | None = None
+
+
 def accept(
     request: ResponsesRequest,
     response_id: str,
     model_defaults: Mapping[str, float] | None = None,
     *,
     owner: str,
+    recorded: Recorded | None = None,
 ) -> RequestAccepted:
+    """The request event, built once and complete: the lowered body and what
+    `recorded` adds (nothing by default)."""
+    recorded = recorded or Recorded()
     tool_choice, allowed_tool_names = tool_choice_of(request)
     return RequestAccepted(
         response_id=response_id,
@@ -105,6 +127,12 @@ def accept(
         allowed_tool_names=allowed_tool_names,
         parallel_tool_calls=_unset(request.parallel_tool_calls, True),
         answer_constraint=answer_constraint_of(request),
-        echo=echo_of(request),
+        echo={**echo_of(request), **recorded.echo},
         owner=owner,
+        store=recorded.store,
+        input_items=recorded.input_items,
+        new_input_from=recorded.new_input_from,
+        conversation_id=recorded.conversation_id,
+        background=recorded.background,
+        compaction=recorded.compaction,
     )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from starlette.requests import HTTPConnection
 
 from api.compaction import Compacted, compact, compaction_threshold, expanded_compactions
-from api.context import Context, context_of, resolved_references, stored_request, with_context
+from api.context import Context, context_of, recorded_of, resolved_references, with_context
 from api.encrypted_content import ContentKeys, opened_reasoning
 from api.errors import ERROR_STATUS, APIError, request_id_taken
 from api.input_files import refuse_images, with_file_text
@@ -60,22 +60,22 @@ async def built_request(
         request, journal, settings, body, owner, content_keys, chain)
     response_id = await response_id_for(store, body)
     model_input = expanded_compactions(with_context(body, context), content_keys, owner)
-    event = accept(model_input, response_id, card.default_sampling, owner=owner)
+    compaction = None
     if body.context_management:
-        compacted = await compacted_if_long(journal, event, model_input, card, owner,
+        # Counted on the input as it stands; the event is built from what it becomes.
+        counted = accept(model_input, response_id, card.default_sampling, owner=owner)
+        compacted = await compacted_if_long(journal, counted, model_input, card, owner,
                                             content_keys)
         if compacted is not None:
             compacted_input = model_input.model_copy(update={"input": [
                 *compacted.instructions, CompactionItem.model_validate(compacted.item)]})
-            event = accept(expanded_compactions(compacted_input, content_keys, owner),
-                           response_id, card.default_sampling, owner=owner)
-            event = event.model_copy(update={"compaction": compacted.item})
+            model_input = expanded_compactions(compacted_input, content_keys, owner)
+            compaction = compacted.item
+    recorded = recorded_of(body, context, stored=store is not None,
+                           chained=chain is not None, compaction=compaction)
+    event = accept(model_input, response_id, card.default_sampling, owner=owner,
+                   recorded=recorded)
     check_limits(event)
-    if store is not None:
-        event = stored_request(event, body, context)
-    elif chain is not None and body.previous_response_id is not None:
-        echo = {**event.echo, "previous_response_id": body.previous_response_id}
-        event = event.model_copy(update={"echo": echo})
     return BuiltRequest(event, body, context)
 
 

@@ -54,11 +54,12 @@ def warm_request(event: RequestAccepted) -> RequestAccepted:
     generated turn would render it, under an id of its own (the client's response id
     stays the connection's), with one output token that nobody reads and nothing stored
     or added to a conversation. Its prefill leaves the prompt in that worker's prefix
-    cache, where the router sends the turn that builds on it."""
-    sampling = event.sampling.model_copy(update={"max_output_tokens": 1, "top_logprobs": None})
-    return event.model_copy(update={
-        "response_id": new_response_id(), "sampling": sampling, "store": False,
-        "background": False, "conversation_id": None, "compaction": None,
+    cache, where the router sends the turn that builds on it. A new event, validated as
+    every request event is."""
+    sampling = {**event.sampling.model_dump(), "max_output_tokens": 1, "top_logprobs": None}
+    return RequestAccepted.model_validate({
+        **event.model_dump(), "response_id": new_response_id(), "sampling": sampling,
+        "store": False, "background": False, "conversation_id": None, "compaction": None,
     })
 
 

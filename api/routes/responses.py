@@ -41,14 +41,14 @@ async def create_response(
     body = await read_request(request, settings.max_body_bytes)
     event = await request_event(request, journal, settings, body, owner, content_keys)
     claim = body.request_id is not None
-    async with background_slot(request, body.background, owner, event.response_id):
-        if body.background and not body.stream:
+    async with background_slot(request, event.background, owner, event.response_id):
+        if event.background and not event.stream:
             return await background_reply(request, journal, event, traceparent, claim=claim)
         seal = sealer_for(body, content_keys, owner)
         live = await open_live_response(journal, admission, event, traceparent, drain,
                                         claim=claim, timer=timer, outgoing=seal)
     log.info("accepted %s for %s", event.response_id, event.model,
              extra={"response_id": event.response_id, "trace_id": trace_id_of(traceparent)})
-    if body.stream:
-        return live_sse_reply(live, settings, cancel_on_disconnect=not body.background)
+    if event.stream:
+        return live_sse_reply(live, settings, cancel_on_disconnect=not event.background)
     return await json_reply(request, live, stored=event.store)
