@@ -35,6 +35,23 @@ has one (its worker advertises it: SmolLM2-135M-Instruct recommends temperature 
 top_p 0.9; a Hugging Face folder's `generation_config.json` gives its own), otherwise to
 OpenAI's defaults (temperature 1, top_p 1). The Response echoes the resolved values.
 
+A request with a `thinking_token_budget` gets its reasoning *and then an answer*: its
+response may not end (EOS, `stop_token_ids`) inside a think block, which the model's end
+marker or the budget's closes within the budget, nor after it while the answer holds only
+whitespace; the engine masks the ending tokens there, as vLLM's `min_tokens` does
+(`workers/engine/thinking_budget.py`). A free-text answer therefore has at least one
+visible token unless `max_output_tokens` cuts it first. Without a budget nothing is
+masked, and a model may end inside its block (the reasoning item then holds everything).
+
+A response cut by a length limit is `incomplete` with `incomplete_details.reason:
+"max_output_tokens"`, the one length reason OpenAI's SDK accepts when it validates
+strictly, whichever limit it was. Where the limit was the model's context (no
+`max_output_tokens` was set, or a larger one than the context left room for),
+`incomplete_details` also carries a `message` saying so, with the token counts (`The
+response reached the end of the model's context: 8192 tokens (34 input, 8158 output); no
+max_output_tokens was set. ...`), and the worker logs the same line. A worker's context
+is the model's unless `SPATE_MAX_MODEL_LEN` lowers it.
+
 ## Errors
 
 Every error is `{"error": {"message", "type", "param", "code"}}` with the matching
@@ -44,12 +61,15 @@ status: 400 `invalid_request_error` (validation; `param` names the field, nested
 `type: "invalid_request_error"`, `param: "response_id"`, `code: "not_found"`; an unknown
 route: `Invalid URL (GET /v1/x)`, and 405 for a known route with another method), 413
 (`request_too_large`: a body over `SPATE_MAX_BODY_BYTES`, or a request whose event is
-over the NATS server's `max_payload`), 409 (`request_id_in_use`: a `request_id` some
-response already has), 429 `rate_limit_exceeded` with `Retry-After`
+over the NATS server's `max_payload`), 431 (`request_head_too_large`: a request line
+and headers over `SPATE_HTTP_MAX_HEAD_BYTES`; the connection is closed), 409
+(`request_id_in_use`: a `request_id` some response already has), 429
+`rate_limit_exceeded` with `Retry-After`
 (too many open responses on the replica, or one key past `SPATE_KEY_MAX_OPEN`,
 `SPATE_KEY_MAX_BACKGROUND` or `SPATE_KEY_MAX_RESUMES`, the message naming the bound:
-docs/reliability.md), 503 (NATS unreachable, or no live worker for the model, or
-`server_shutting_down` with `Retry-After` while the replica drains: docs/reliability.md),
+docs/reliability.md), 503 (NATS unreachable, or no live worker for the model:
+`model_unavailable`, or `model_load_failed` when a worker could not load it, the message
+saying why, or `server_shutting_down` with `Retry-After` while the replica drains: docs/reliability.md),
 500 `server_error` only for bugs. A 5xx body names what failed (`bus_unavailable`: "The
 message bus (NATS) is unavailable", `store_unavailable`: "The response store is unavailable")
 and never an address or a driver's message: those go to the API's log. A non-streaming request whose input the worker finds
@@ -61,7 +81,10 @@ too long (or otherwise unusable) gets a 400 naming `input`; a streaming one gets
 A message's content may hold `input_file` parts. The file comes inline: `file_data` as
 base64 or a data URL (`data:application/pdf;base64,...`), or a data URL in `file_url`;
 spate has no file store and fetches no URL, so a `file_id` or an `https` `file_url` is a
-400 naming the part. PDFs are read with pypdf, plain text and markdown (UTF-8, `text/*`,
+400 naming the part. PDFs are read with pypdf (a PDF whose cross-reference table is
+missing or wrong, e.g. with no `startxref`, is rebuilt by scanning its objects, as PDF
+readers recover such files; one with no objects or no document catalog stays a 400),
+plain text and markdown (UTF-8, `text/*`,
 `.txt`, `.md`, `.csv`, `.json`) are taken as they are, and the text replaces the part as
 `<file name="...">` ... `</file>`, which is also what the store keeps. A file over
 `SPATE_MAX_FILE_BYTES` (decoded; 2 MiB by default), a PDF past 500 pages, an encrypted PDF
@@ -97,6 +120,17 @@ and after the terminal event (`response.completed`, `response.incomplete` or
 specification says; the official SDK stops reading at it. A resumed stream
 (`GET /v1/responses/{id}?stream=true`) ends the same way. A stream cut by a shutdown ends
 with an `error` event naming where to resume, and no `[DONE]`.
+
+A stream that has sent nothing for `SPATE_SSE_PING_S` seconds (15 by default: the model
+queued, or a long prompt being read) gets a keep-alive, the comment line `: keep-alive`
+on its own, with no blank line after it. It becomes the first line of the next event's
+block, which every SSE parser skips. The usual framing, a comment and then a blank line,
+would break the official SDK: once it has seen an `id:` line its decoder dispatches an
+event at every blank line (the SSE specification keeps the last id across events, but
+dispatches nothing without data), so it reads that blank line as an event with empty
+data and fails to parse it. A client that goes before the end leaves one line in the
+API's log (`the client of resp_... went before the end of its stream`); the generation
+is cancelled unless it runs in the background.
 
 Every Response and streamed event validates against the Open Responses specification's
 schema (version 2026-04-24, vendored in `tests/conformance/` with the compliance cases).
@@ -135,7 +169,11 @@ missing or wrong key is a 401 with the error body. On the socket:
   output), so a chain goes on with `store: false` or with the store off; then from the
   store when it is on; otherwise the answer is a 400 `previous_response_not_found`, and
   the client starts the chain again with its full history. A turn sends only its new
-  items.
+  items. A continuation whose `function_call_output` answers no call of the held chain
+  (nor one earlier in its own input) is a 400 `error` event (`code: invalid_value`,
+  `param: input[i].call_id`). Any continuation that fails drops the response it named
+  from the connection, as OpenAI's WebSocket mode does, so the next create naming it
+  reads from the store or gets `previous_response_not_found`.
 - `generate: false` checks and lowers the create as for a generated turn and holds its
   history under a new response id (`response.created`, `response.in_progress`,
   `response.completed` with no output and zero usage), for a later turn to chain from.
@@ -237,8 +275,10 @@ ways keep them going, one mechanism (`api/compaction.py`):
 - `POST /v1/responses/compact` takes `model`, `input` and/or `previous_response_id`,
   `instructions`, `prompt_cache_key`, `safety_identifier` (the official SDK's
   `client.responses.compact`) and answers `{"object": "response.compaction", "output":
-  [<compaction item>], "usage": ...}`. A conversation that is only its latest turn is a
-  400 (nothing to compact).
+  [<compaction item>], "usage": ...}`. A conversation of one turn (nothing older than
+  the turns kept verbatim) gets a compaction item all the same: it holds that turn and no
+  summary, no model request is made (usage 0), and sent back it opens into that turn
+  alone. An empty `input` with no `previous_response_id` is a 400.
 - `context_management: [{"type": "compaction", "compact_threshold": N}]` on a create: a
   worker counts the input's tokens with the chat template; past `N` (at least 1,000;
   without it, 80% of the model's context) the input is compacted before the request is
@@ -274,8 +314,16 @@ always kept word for word, so the question being answered is never paraphrased.
 - `GET /`: the playground, a page that streams a response with its reasoning and answer
   side by side (files in `api/static/`; see the README's "Try it in a browser").
 - `POST /v1/responses/compact`: see Compaction above.
-- `GET /v1/models`: the models some live worker serves.
-- `GET /health`: the process is up. `GET /ready`: NATS connected and at least one live worker.
+- `GET /v1/models`: the models some live worker serves (`data`), and beside them
+  `load_failures`: models a worker could not load in the last 15 minutes, each
+  `{"id", "failed_at", "error": {"code": "model_load_failed", "message"}}` (the message
+  names what is wrong: an unsupported architecture, tokenizer, quantization or template
+  with the supported list, a missing file, memory).
+- `GET /health`: the process is up. `GET /ready`: NATS connected and at least one live
+  worker (else 503, its `reason` naming any model that could not load); the body lists
+  `models`, each model's kernel backend in `kernels` (`{"name": "cpu", "ops": "fused CPU
+  ops", "fallback": null}`; a fallback to the slower torch ops says why in `fallback`),
+  and `load_failures` (model name to reason).
 - `GET /v1/responses/{id}` (also with `?stream=true&starting_after=N`),
   `DELETE /v1/responses/{id}`, `POST /v1/responses/{id}/cancel`,
   `GET /v1/responses/{id}/input_items`: they need the response store; until it is enabled
