@@ -278,3 +278,25 @@ def test_the_answer_does_not_end_at_its_first_token(make_engine, loaded_model, t
     answer_ids = generation.token_ids[4 + len(end_marker):]
     assert answer_ids and answer_ids[0] != first_answer_token
     assert generation.text("text")
+
+
+def test_whitespace_alone_does_not_begin_the_answer():
+    seq = Sequence("r", 0, [1, 2, 3], Params(thinking_token_budget=1), max_num_tokens=100)
+    logic = ThinkingBudget(MARKERS, blank_token_ids=frozenset({50}))
+    logic.begin(seq, prompt_opens_reasoning=True)
+    held = []
+    for token_id in [20, 0, 0, 0, 50, 50, 41, 50]:
+        forced = logic.forced_token(seq)
+        held.append(holds_answer_open(seq, forced))
+        token_id = forced if forced is not None else token_id
+        seq.append_token(token_id)
+        logic.observe(seq, token_id)
+    assert held == [True, False, False, False, True, True, True, False]
+
+
+def test_blank_tokens_of_the_default_model(loaded_model):
+    tokenizer = loaded_model.tokenizer
+    blank = tokenizer.blank_token_ids()
+    assert set(tokenizer.encode("\n\n  \n")) <= blank
+    assert not blank & set(tokenizer.encode("Paris, France."))
+    assert not blank & set(tokenizer.eos_token_ids)

@@ -23,7 +23,6 @@ from workers.engine.scheduler import Scheduler
 from workers.engine.sequence import Sequence, SequenceStatus
 from workers.engine.speculation import Speculator
 from workers.engine.thinking_budget import ReasoningMarkers, ThinkEvent, ThinkingBudget
-from workers.model.attention import kv_release_window
 from workers.model.loader import LoadedModel
 
 # Sequences run together, their forced tokens, and what sampling gave them.
@@ -73,17 +72,17 @@ class LLMEngine:
             config.max_num_batched_tokens,
             num_kv_blocks * config.block_size,
         )
-        # A model whose every layer slides gives back the blocks before each window.
-        self.block_manager = BlockManager(
-            num_kv_blocks, config.block_size, release_window=kv_release_window(loaded.model)
-        )
+        self.block_manager = BlockManager(num_kv_blocks, config.block_size)
         self.scheduler = Scheduler(
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens
         )
         markers = ReasoningMarkers.from_strings(
             loaded.profile.reasoning_start, loaded.profile.reasoning_end, self.tokenizer.encode
         )
-        self.thinking = ThinkingBudget(markers) if markers is not None else None
+        self.thinking = (
+            ThinkingBudget(markers, self.tokenizer.blank_token_ids())
+            if markers is not None else None
+        )
         self.output_processor = OutputProcessor(self.tokenizer, self.thinking)
         self._arrival_orders = itertools.count()
         self._sequences: dict[str, Sequence] = {}
