@@ -23,6 +23,7 @@ from workers.engine.scheduler import Scheduler
 from workers.engine.sequence import Sequence, SequenceStatus
 from workers.engine.speculation import Speculator
 from workers.engine.thinking_budget import ReasoningMarkers, ThinkEvent, ThinkingBudget
+from workers.model.attention import kv_release_window
 from workers.model.loader import LoadedModel
 
 # Sequences run together, their forced tokens, and what sampling gave them.
@@ -72,7 +73,10 @@ class LLMEngine:
             config.max_num_batched_tokens,
             num_kv_blocks * config.block_size,
         )
-        self.block_manager = BlockManager(num_kv_blocks, config.block_size)
+        # A model whose every layer slides gives back the blocks before each window.
+        self.block_manager = BlockManager(
+            num_kv_blocks, config.block_size, release_window=kv_release_window(loaded.model)
+        )
         self.scheduler = Scheduler(
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens
         )

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from workers.engine.sequence import Sequence
+from workers.model.harmony import answer_opening
 
 
 class ThinkEvent(Enum):
@@ -39,6 +40,13 @@ class ReasoningMarkers:
     # Empty when the profile has no start marker: then only the prompt can open a block.
     start_token_ids: tuple[int, ...]
     end_token_ids: tuple[int, ...]
+    # What the budget forces: the end marker, then what opens the answer where the format
+    # needs more than the marker (harmony's `<|start|>assistant<|channel|>final<|message|>`).
+    forced_end_token_ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.forced_end_token_ids[:len(self.end_token_ids)] != self.end_token_ids:
+            object.__setattr__(self, "forced_end_token_ids", self.end_token_ids)
 
     @classmethod
     def from_strings(
@@ -50,7 +58,9 @@ class ReasoningMarkers:
         end_token_ids = tuple(encode(end))
         if not end_token_ids:
             raise ValueError(f"reasoning end marker {end!r} encodes to no tokens")
-        return cls(tuple(encode(start)) if start else (), end_token_ids)
+        opening = answer_opening(start, end)
+        return cls(tuple(encode(start)) if start else (), end_token_ids,
+                   end_token_ids + tuple(encode(opening)) if opening else end_token_ids)
 
 
 class ThinkingBudget:
@@ -81,7 +91,10 @@ class ThinkingBudget:
             and not seq.think.forced_token_ids
             and seq.think.tokens_in_block >= budget
         ):
-            seq.think.forced_token_ids.extend(self.markers.end_token_ids)
+            # A grammar-held answer opens as its grammar says (a harmony call, not final).
+            forced = (self.markers.forced_end_token_ids if seq.grammar is None
+                      else self.markers.end_token_ids)
+            seq.think.forced_token_ids.extend(forced)
         return seq.think.forced_token_ids[0] if seq.think.forced_token_ids else None
 
     def observe(self, seq: Sequence, token_id: int) -> ThinkEvent | None:
@@ -100,9 +113,14 @@ class ThinkingBudget:
                 seq.think.num_reasoning_tokens += seq.think.tokens_in_block - len(end)
                 seq.think.in_block = False
                 seq.think.tokens_in_block = 0
-                seq.think.forced_token_ids.clear()
+                if not was_forced:
+                    seq.think.forced_token_ids.clear()
                 seq.think.awaiting_answer = True
                 return ThinkEvent.CLOSED_BY_BUDGET if was_forced else ThinkEvent.CLOSED_BY_MODEL
+            return None
+        if was_forced:
+            # The rest of the forced sequence opens the answer: it has not begun yet.
+            seq.think.awaiting_answer = True
             return None
         if awaiting_answer and token_id in self.blank_token_ids:
             seq.think.awaiting_answer = True  # whitespace alone has not begun the answer
@@ -118,12 +136,20 @@ class ThinkingBudget:
         """Reasoning tokens so far, the open block's included, forced marker tokens not."""
         if not seq.think.in_block:
             return seq.think.num_reasoning_tokens
+        # Inside the block only the end marker is forced: whatever follows it comes after.
         forced_so_far = (
-            len(self.markers.end_token_ids) - len(seq.think.forced_token_ids)
+            len(self.markers.end_token_ids)
+            - max(len(seq.think.forced_token_ids) - self._opening_length(seq), 0)
             if seq.think.forced_token_ids
             else 0
         )
         return seq.think.num_reasoning_tokens + seq.think.tokens_in_block - forced_so_far
+
+    def _opening_length(self, seq: Sequence) -> int:
+        """How many tokens after the end marker the budget forces for this sequence."""
+        if seq.grammar is not None:
+            return 0
+        return len(self.markers.forced_end_token_ids) - len(self.markers.end_token_ids)
 
     def partial_marker_length(self, seq: Sequence) -> int:
         """How many trailing tokens could be the opening of the marker awaited next (the end

@@ -10,6 +10,7 @@ import tokenizers
 # End-of-turn markers of common chat formats. A chat model whose template closes turns
 # with one of these stops there, even when its config names a different eos.
 TURN_END_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|eom_id|>")
+HARMONY_TURN_ENDS = ("<|return|>", "<|call|>")
 
 
 class Tokenizer:
@@ -98,8 +99,16 @@ class Tokenizer:
 def chat_eos_token_ids(
     backend: tokenizers.Tokenizer, eos_token_ids: Iterable[int], chat_template: str | None
 ) -> list[int]:
-    """The configured eos ids plus the end-of-turn marker the chat template writes, if any."""
+    """The configured eos ids plus the end-of-turn marker the chat template writes, if any.
+    Harmony's `<|end|>` ends one message of a turn (the reasoning before the answer), not
+    the turn: there `<|return|>` (the answer) and `<|call|>` (a tool call) end it."""
     ids = list(eos_token_ids)
+    if chat_template and "<|channel|>" in chat_template:
+        for marker in HARMONY_TURN_ENDS:
+            token_id = backend.token_to_id(marker)
+            if token_id is not None:
+                ids.append(token_id)
+        return list(dict.fromkeys(ids))
     if chat_template:
         for marker in TURN_END_MARKERS:
             token_id = backend.token_to_id(marker)
