@@ -107,6 +107,30 @@ async def test_playground_streams_reasoning_then_answer(stack: Stack, tmp_path: 
     assert texts == {"reasoning": reasoning, "message": answer}
 
 
+async def test_playground_at_its_defaults_shows_reasoning_and_an_answer(stack: Stack) -> None:
+    """Send with every control as the page opens (thinking on, budget 64, the model's own
+    temperature, 256 output tokens): both panes fill. The default model, left to itself,
+    mostly ended its response inside the think block; a budgeted request may not end before
+    its answer begins."""
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = await browser.new_page()
+            await page.goto(f"{stack.base_url}/")
+            await expect(page.locator("#model")).to_have_value(DEFAULT_MODEL, timeout=30_000)
+            await expect(page.locator("#thinking")).to_be_checked()
+            await expect(page.locator("#thinking-budget")).to_have_value("64")
+            await page.click("#send")
+            await expect(page.locator("#stat-status")).to_have_text(
+                re.compile(r"^(completed|incomplete)"), timeout=300_000
+            )
+            assert (await page.locator("#reasoning").text_content() or "").strip()
+            assert (await page.locator("#answer").text_content() or "").strip()
+            assert 0 < int(await page.locator("#stat-reasoning-tokens").inner_text()) <= 64
+        finally:
+            await browser.close()
+
+
 async def test_playground_asks_for_the_key_a_server_requires(stack: Stack) -> None:
     port = free_port()
     keyed = SpateProcess(
