@@ -163,7 +163,9 @@ class EngineModel:
         return sampling_params_of(request, grammar)
 
     def token_text(self, token_id: int) -> str:
-        return self.loaded.tokenizer.decode([token_id], skip_special_tokens=False)
+        """A token's text inside a text, as logprobs show it: a SentencePiece token keeps the
+        space its `▁` stands for, which decoding the token alone would drop."""
+        return self.loaded.tokenizer.token_text(token_id)
 
     def decode(self, token_ids: list[int]) -> str:
         return self.loaded.tokenizer.decode(token_ids, skip_special_tokens=False)
