@@ -2,8 +2,11 @@
 //
 // weight[n, k] = scale[n, g] * code[n, k] (+ min[n, g]), g = k / 32, read as the file
 // stores it: Q4 codes two to a byte (byte j of a group: code j low, code j + 16 high),
-// Q8 codes one to a byte. Each group is decoded in registers to exactly the float32
-// weights GroupQuantized.dequantize gives, and one output value is one thread's sum
+// Q8 codes one to a byte; the K-quants (Q4_K, Q5_K, Q6_K) as their 256-weight
+// super-blocks with the scales inside (super_blocks.h). Each group is decoded in
+// registers to exactly the float32 weights the reference dequantization gives
+// (GroupQuantized.dequantize, gguf-py's for the K-quants), and one output value is one
+// thread's sum
 //   acc[j] = fma(w[k], x[k], acc[j]) over k = 32 g + j and then 32 g + 16 + j, g rising,
 // reduced by lane_sum's tree. The row tile only decides how many rows share one
 // decoding of a group, so a row's bits depend neither on its batch, nor on the thread
@@ -16,6 +19,7 @@
 #include "chunk_pool.h"
 #include "ops.h"
 #include "simd.h"
+#include "super_blocks.h"
 
 namespace spate_cpu {
 namespace {
@@ -198,12 +202,52 @@ inline void tile_dots_avx2(const uint8_t* codes, int64_t row_bytes, const float*
 }
 #endif
 
+// The 32-weight formats' tiles (Q4_0, Q4_1, Q8_0) from weight row n on.
 template <int kBits>
-void quantized_rows(const float* x, const uint8_t* codes, const float* scales, const float* mins,
-                    int32_t offset, int64_t rows, int64_t in_features, int64_t out_features,
-                    float* out) {
-  const int64_t groups = in_features / kGroup;
-  const int64_t row_bytes = in_features * kBits / 8;
+struct GroupTiles {
+  const uint8_t* codes;
+  const float* scales;
+  const float* mins;
+  int64_t groups;
+  int32_t offset;
+
+  template <int kRows, int kCols>
+  void dots(int64_t n, const float* x, int64_t in_features, float* sums) const {
+    const int64_t bytes = groups * kGroup * kBits / 8;
+    const uint8_t* c = codes + n * bytes;
+    const float* sc = scales + n * groups;
+    const float* mn = mins == nullptr ? nullptr : mins + n * groups;
+#if defined(SPATE_AVX2_TILES)
+    tile_dots_avx2<kBits, kRows, kCols>(c, bytes, sc, mn, groups, offset, x, in_features, sums);
+#else
+    tile_dots<kBits, kRows, kCols>(c, bytes, sc, mn, groups, offset, x, in_features, sums);
+#endif
+  }
+};
+
+// The K-quants' tiles (super_blocks.h) from weight row n on.
+template <int kBits>
+struct SuperBlockTiles {
+  const uint8_t* rows;
+  int64_t blocks;
+
+  template <int kRows, int kCols>
+  void dots(int64_t n, const float* x, int64_t in_features, float* sums) const {
+    const int64_t row_bytes = blocks * super_block_bytes(kBits);
+    const uint8_t* first = rows + n * row_bytes;
+    const uint8_t* ahead = first + kPrefetchTiles * kCols * row_bytes;
+#if defined(SPATE_AVX2_TILES)
+    super_tile_dots_avx2<kBits, kRows, kCols>(first, row_bytes, blocks, ahead, x, in_features,
+                                              sums);
+#else
+    super_tile_dots<kBits, kRows, kCols>(first, row_bytes, blocks, ahead, x, in_features, sums);
+#endif
+  }
+};
+
+template <class Tiles>
+void quantized_rows(const Tiles& tiles, const float* x, int64_t rows, int64_t in_features,
+                    int64_t out_features, float* out) {
   // A row or two stream the weights from memory and take shrinking chunks of whole row
   // blocks (the first a quarter of the rows on two threads): long streams for the
   // prefetches, yet a thread the OS takes away for a while leaves its rest to the others.
@@ -231,24 +275,15 @@ void quantized_rows(const float* x, const uint8_t* codes, const float* scales, c
 #endif
         for (int64_t n = block; n < block_end;) {
           const int cols = block_end - n >= wide ? wide : 1;
-          const uint8_t* c = codes + n * row_bytes;
-          const float* sc = scales + n * groups;
-          const float* mn = mins == nullptr ? nullptr : mins + n * groups;
           const float* xm = x + m * in_features;
+#define SPATE_TILE(R, C) \
+  if (tile_rows == R && cols == C) tiles.template dots<R, C>(n, xm, in_features, sums);
 #if defined(SPATE_AVX2_TILES)
-#define SPATE_TILE(R, C)                                                                        \
-  if (tile_rows == R && cols == C) {                                                            \
-    tile_dots_avx2<kBits, R, C>(c, row_bytes, sc, mn, groups, offset, xm, in_features, sums); \
-  }
           SPATE_TILE(1, 4) SPATE_TILE(1, 1)
           SPATE_TILE(2, 2) SPATE_TILE(2, 1)
           SPATE_TILE(3, 2) SPATE_TILE(3, 1)
           SPATE_TILE(4, 1) SPATE_TILE(5, 1) SPATE_TILE(6, 1) SPATE_TILE(7, 1) SPATE_TILE(8, 1)
 #else
-#define SPATE_TILE(R, C)                                                                   \
-  if (tile_rows == R && cols == C) {                                                       \
-    tile_dots<kBits, R, C>(c, row_bytes, sc, mn, groups, offset, xm, in_features, sums); \
-  }
           SPATE_TILE(1, 4) SPATE_TILE(1, 1)
           SPATE_TILE(2, 4) SPATE_TILE(2, 1)
           SPATE_TILE(4, 2) SPATE_TILE(4, 1)
@@ -268,30 +303,46 @@ void quantized_rows(const float* x, const uint8_t* codes, const float* scales, c
 
 }  // namespace
 
-// x [M, K] float32 times the quantized weight [N, K] transposed: [M, N] float32.
-// codes: [N, K / 2] uint8 (bits 4, stored code = value + offset) or [N, K] int8 (bits 8);
-// scales and mins (Q4_1 only): [N, K / 32] float32.
-at::Tensor quantized_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
-                            const c10::optional<at::Tensor>& mins, int64_t bits, int64_t offset) {
-  const PoolScope on_the_pool;
-  check_cpu(x, "x");
-  check_cpu(codes, "codes");
-  check_cpu(scales, "scales");
-  TORCH_CHECK(bits == 4 || bits == 8, "bits must be 4 or 8, got ", bits);
-  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(),
-              "x must be a contiguous [M, K] float32 tensor");
-  TORCH_CHECK(codes.dim() == 2 && codes.is_contiguous() && codes.element_size() == 1,
-              "codes must be a contiguous [N, K * bits / 8] tensor of bytes");
-  const int64_t rows = x.size(0), in_features = x.size(1), out_features = codes.size(0);
+namespace {
+
+// Q4_K, Q5_K, Q6_K: codes are [N, K / 256 * block bytes], the file's super-blocks.
+void super_block_linear(const at::Tensor& x, const at::Tensor& codes, int64_t bits,
+                        int64_t offset, at::Tensor& out) {
+  TORCH_CHECK(offset == (bits == 6 ? 32 : 0), "a ", bits, "-bit K-quant stores codes at offset ",
+              bits == 6 ? 32 : 0, ", got ", offset);
+  const int64_t in_features = x.size(1), blocks = in_features / kSuperBlock;
+  TORCH_CHECK(in_features % kSuperBlock == 0, "K = ", in_features,
+              " is not a multiple of the K-quants' ", kSuperBlock);
+  TORCH_CHECK(codes.size(1) == blocks * super_block_bytes(static_cast<int>(bits)), "codes hold ",
+              codes.size(1), " bytes per row, K = ", in_features, " in ", bits,
+              "-bit super-blocks needs ", blocks * super_block_bytes(static_cast<int>(bits)));
+  const uint8_t* rows = static_cast<const uint8_t*>(codes.data_ptr());
+  const float* xs = x.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  const int64_t m = x.size(0), n = codes.size(0);
+  if (m == 0 || n == 0) return;
+  if (bits == 4) {
+    quantized_rows(SuperBlockTiles<4>{rows, blocks}, xs, m, in_features, n, o);
+  } else if (bits == 5) {
+    quantized_rows(SuperBlockTiles<5>{rows, blocks}, xs, m, in_features, n, o);
+  } else {
+    quantized_rows(SuperBlockTiles<6>{rows, blocks}, xs, m, in_features, n, o);
+  }
+}
+
+// Q4_0, Q4_1, Q8_0: codes [N, K * bits / 8], scales (and mins) [N, K / 32].
+void group_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
+                  const c10::optional<at::Tensor>& mins, int64_t bits, int64_t offset,
+                  at::Tensor& out) {
+  TORCH_CHECK(bits == 4 || bits == 8, "bits must be 4 or 8 with scales, got ", bits);
+  const int64_t in_features = x.size(1), out_features = codes.size(0);
   TORCH_CHECK(in_features % kGroup == 0, "K = ", in_features, " is not a multiple of ", kGroup);
   TORCH_CHECK(codes.size(1) * 8 == in_features * bits, "codes hold ", codes.size(1),
               " bytes per row, K = ", in_features, " at ", bits, " bits needs ",
               in_features * bits / 8);
   const int64_t groups = in_features / kGroup;
-  TORCH_CHECK(scales.dim() == 2 && scales.is_contiguous() && scales.size(0) == out_features &&
-                  scales.size(1) == groups,
+  TORCH_CHECK(scales.size(0) == out_features && scales.size(1) == groups,
               "scales must be a contiguous [N, K / 32] tensor");
-  TORCH_CHECK(scales.scalar_type() == at::kFloat, "scales must be float32");
   const at::Tensor* min_tensor = nullptr;
   if (mins.has_value() && mins->defined()) {
     check_cpu(*mins, "mins");
@@ -300,18 +351,53 @@ at::Tensor quantized_linear(const at::Tensor& x, const at::Tensor& codes, const 
                 "mins must be contiguous and match scales in shape and dtype");
     min_tensor = &*mins;
   }
-  at::Tensor out = at::empty({rows, out_features}, x.options());
-  if (rows == 0 || out_features == 0) return out;
   const uint8_t* code_bytes = static_cast<const uint8_t*>(codes.data_ptr());
   const int32_t code_offset = static_cast<int32_t>(offset);
   const float* scale_data = scales.data_ptr<float>();
   const float* min_data = min_tensor == nullptr ? nullptr : min_tensor->data_ptr<float>();
+  const float* xs = x.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  const int64_t m = x.size(0);
+  if (m == 0 || out_features == 0) return;
   if (bits == 4) {
-    quantized_rows<4>(x.data_ptr<float>(), code_bytes, scale_data, min_data, code_offset,
-                             rows, in_features, out_features, out.data_ptr<float>());
+    quantized_rows(GroupTiles<4>{code_bytes, scale_data, min_data, groups, code_offset}, xs, m,
+                   in_features, out_features, o);
   } else {
-    quantized_rows<8>(x.data_ptr<float>(), code_bytes, scale_data, min_data, code_offset,
-                             rows, in_features, out_features, out.data_ptr<float>());
+    quantized_rows(GroupTiles<8>{code_bytes, scale_data, min_data, groups, code_offset}, xs, m,
+                   in_features, out_features, o);
+  }
+}
+
+}  // namespace
+
+// x [M, K] float32 times the quantized weight [N, K] transposed: [M, N] float32.
+// codes: [N, K / 2] uint8 (bits 4, stored code = value + offset) or [N, K] int8 (bits 8),
+// with scales and mins (Q4_1 only) [N, K / 32] float32; or, where scales has no columns,
+// the K-quants' super-blocks as the file stores them (bits 4, 5, 6: Q4_K, Q5_K, Q6_K;
+// offset 0, 0, 32).
+at::Tensor quantized_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
+                            const c10::optional<at::Tensor>& mins, int64_t bits, int64_t offset) {
+  const PoolScope on_the_pool;
+  check_cpu(x, "x");
+  check_cpu(codes, "codes");
+  check_cpu(scales, "scales");
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(),
+              "x must be a contiguous [M, K] float32 tensor");
+  TORCH_CHECK(codes.dim() == 2 && codes.is_contiguous() && codes.element_size() == 1,
+              "codes must be a contiguous [N, bytes per row] tensor of bytes");
+  TORCH_CHECK(scales.dim() == 2 && scales.size(0) == codes.size(0),
+              "scales must be a contiguous [N, K / 32] tensor, or [N, 0] for super-blocks");
+  TORCH_CHECK(scales.scalar_type() == at::kFloat, "scales must be float32");
+  const bool super_blocks = scales.size(1) == 0;
+  TORCH_CHECK(!super_blocks || (bits >= 4 && bits <= 6),
+              "K-quant super-blocks (scales [N, 0]) have bits 4, 5 or 6, got ", bits);
+  TORCH_CHECK(!super_blocks || !(mins.has_value() && mins->defined()),
+              "K-quant super-blocks hold their own mins: mins must be None");
+  at::Tensor out = at::empty({x.size(0), codes.size(0)}, x.options());
+  if (super_blocks) {
+    super_block_linear(x, codes, bits, offset, out);
+  } else {
+    group_linear(x, codes, scales, mins, bits, offset, out);
   }
   return out;
 }

@@ -56,8 +56,10 @@ def test_unpermute_inverts_llama_cpp_permutation():
     assert torch.equal(unpermute_rope_rows(permuted_bias, 3), bias)
 
 
-def _write_gguf(path, config: dict, state: dict[str, torch.Tensor], hf_dir) -> None:
-    """A float32 llama GGUF with llama.cpp's names, q/k permutation and vocabulary layout."""
+def _write_gguf(path, config: dict, state: dict[str, torch.Tensor], hf_dir, encode=None) -> None:
+    """A float32 llama GGUF with llama.cpp's names, q/k permutation and vocabulary layout;
+    `encode(gguf name, float32 values)` -> (bytes, GGML type) or None stores a tensor
+    quantized."""
     tokenizer_json = json.loads((hf_dir / "tokenizer.json").read_text())
     vocab = tokenizer_json["model"]["vocab"]
     for added in tokenizer_json["added_tokens"]:
@@ -111,7 +113,12 @@ def _write_gguf(path, config: dict, state: dict[str, torch.Tensor], hf_dir) -> N
             gguf_name = "output.weight"
         else:
             gguf_name = f"{names[parts[0]]}.{parts[-1]}"
-        writer.add_tensor(gguf_name, np.ascontiguousarray(values, dtype=np.float32))
+        values = np.ascontiguousarray(values, dtype=np.float32)
+        encoded = None if encode is None else encode(gguf_name, values)
+        if encoded is None:
+            writer.add_tensor(gguf_name, values)
+        else:
+            writer.add_tensor(gguf_name, encoded[0], raw_dtype=encoded[1])
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

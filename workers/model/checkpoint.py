@@ -10,10 +10,11 @@ import torch
 
 from workers.model.config import ModelConfig
 from workers.model.group_quantized import GroupQuantized
+from workers.model.k_quants import KQuantized
 from workers.model.tokenizer import Tokenizer
 
 NamedTensors = Iterator[tuple[str, torch.Tensor]]
-QuantizedTensors = Iterator[tuple[str, GroupQuantized]]
+QuantizedTensors = Iterator[tuple[str, GroupQuantized | KQuantized]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +24,7 @@ class Checkpoint:
     `read_weights(dtype)` yields Hugging Face tensor names (`model.layers.0.self_attn.q_proj.weight`)
     in `dtype`, whatever the file's own naming and quantization, with a progress bar.
     `read_quantized()`, where the file stores weights quantized (GGUF), yields those it can
-    decode exactly (`GroupQuantized`) under the same names; None for dense files.
+    decode exactly (`GroupQuantized`, `KQuantized`) under the same names; None for dense files.
     """
 
     name: str

@@ -1,18 +1,22 @@
 """GroupQuantized: a weight as llama.cpp stores it (codes plus a scale, and a min, per 32
-columns of a row), decoded from the GGUF block bytes without losing anything."""
+columns of a row), decoded from the GGUF block bytes without losing anything; the
+K-quants' super-blocks are kept as they are (k_quants.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from workers.model.k_quants import K_QUANT_TYPES, KQuantized, concat_k_rows, decode_k_blocks
+from workers.model.row_stack import RowStack
+
 GROUP_SIZE = 32
 # Bytes of one block of 32 weights: fp16 scale, fp16 min (Q4_1 only), then the codes.
 _BLOCK_BYTES = {"Q4_0": 18, "Q4_1": 20, "Q8_0": 34}
-SUPPORTED_TYPES = tuple(_BLOCK_BYTES)
+SUPPORTED_TYPES = (*_BLOCK_BYTES, *K_QUANT_TYPES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,22 +58,39 @@ class GroupQuantized:
         return weight.reshape(rows, columns)
 
 
-def concat_rows(parts: list[GroupQuantized]) -> GroupQuantized:
-    """Stack weights of one kind along the rows, as q/k/v and gate/up are fused."""
-    kinds = {part.kind for part in parts}
-    if len(kinds) != 1:
-        raise ValueError(f"cannot fuse weights stored in different quantizations: {sorted(kinds)}")
-    mins = [part.mins for part in parts]
+def concat_rows(parts: Sequence[GroupQuantized | KQuantized]) -> GroupQuantized | KQuantized | RowStack:
+    """Stack weights along the rows, as q/k/v and gate/up are fused: one weight where all
+    parts share a format, else a RowStack of each run of parts that does."""
+    runs: list[list[GroupQuantized | KQuantized]] = []
+    for part in parts:
+        if runs and runs[-1][0].kind == part.kind:
+            runs[-1].append(part)
+        else:
+            runs.append([part])
+    stacked = [_concat_one_kind(run) for run in runs]
+    return stacked[0] if len(stacked) == 1 else RowStack(tuple(stacked))
+
+
+def _concat_one_kind(parts: list[GroupQuantized | KQuantized]) -> GroupQuantized | KQuantized:
+    if all(isinstance(part, KQuantized) for part in parts):
+        return concat_k_rows([part for part in parts if isinstance(part, KQuantized)])
+    groups = [part for part in parts if isinstance(part, GroupQuantized)]
+    mins = [part.mins for part in groups]
     return GroupQuantized(
-        parts[0].kind,
-        torch.cat([part.codes for part in parts]),
-        torch.cat([part.scales for part in parts]),
+        groups[0].kind,
+        torch.cat([part.codes for part in groups]),
+        torch.cat([part.scales for part in groups]),
         None if any(m is None for m in mins) else torch.cat([m for m in mins if m is not None]),
     )
 
 
-def decode_blocks(kind: str, data: np.ndarray, rows: int, columns: int) -> GroupQuantized:
-    """GGUF block bytes ([rows, bytes per row] uint8) to codes, scales and mins."""
+def decode_blocks(
+    kind: str, data: np.ndarray, rows: int, columns: int
+) -> GroupQuantized | KQuantized:
+    """GGUF block bytes ([rows, bytes per row] uint8) to codes, scales and mins; K-quant
+    super-blocks as they are."""
+    if kind in K_QUANT_TYPES:
+        return decode_k_blocks(kind, data, rows, columns)
     if kind not in _BLOCK_BYTES:
         raise ValueError(f"no decoder for GGUF quantization {kind}; supported: {SUPPORTED_TYPES}")
     if columns % GROUP_SIZE:

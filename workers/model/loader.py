@@ -213,7 +213,7 @@ def _use_quantized_linears(model: CausalLM, checkpoint: Checkpoint) -> tuple[str
             # The lookup keeps the dense table; a tied output projection reads this one.
             if model.lm_head is None:
                 model.tied_lm_head = quantized_linear(weight, None, fused=fused)
-                kinds.add(weight.kind)
+                kinds.update(weight.kind.split("+"))  # a RowStack names each of its parts
             continue
         parent_name, _, child_name = module_name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
@@ -221,7 +221,7 @@ def _use_quantized_linears(model: CausalLM, checkpoint: Checkpoint) -> tuple[str
         setattr(
             parent, child_name, quantized_linear(weight, getattr(dense, "bias", None), fused=fused)
         )
-        kinds.add(weight.kind)
+        kinds.update(weight.kind.split("+"))  # a RowStack names each of its parts
     return tuple(sorted(kinds))
 
 

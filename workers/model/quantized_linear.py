@@ -18,6 +18,8 @@ from torch import nn
 from kernels import cpu_ops
 from workers.model.cpu_linear import PrepackedLinear
 from workers.model.group_quantized import GROUP_SIZE, GroupQuantized, concat_rows
+from workers.model.k_quants import KQuantized
+from workers.model.row_stack import RowStack, StackedLinear
 from workers.model.weights import FUSED_PROJECTIONS
 
 # The int4 kernel stores codes as q + 8 in 0..15 and computes (q - 8) * scale + zero.
@@ -37,19 +39,28 @@ def quantized_matmuls_available(device: torch.device) -> bool:
 
 
 class GroupLinear(nn.Module):
-    """A Q4_0 / Q4_1 / Q8_0 weight computed by the fused CPU op `quantized_linear`.
+    """A Q4_0 / Q4_1 / Q8_0 weight, or a Q4_K / Q5_K / Q6_K one in the file's own
+    super-blocks, computed by the fused CPU op `quantized_linear`.
 
     Each group of 32 is decoded in registers to exactly the float32 weights
-    GroupQuantized.dequantize gives, and each output is one thread's float32 sum in one
+    `dequantize` gives (gguf-py's for the K-quants), and each output is one thread's float32 sum in one
     fixed order (kernels/cpu/quantized_linear.cpp): a row's bits depend neither on its batch nor on
     the thread count, and the only difference from the dequantized reference is the
     order of the sum. Inputs of any float dtype are computed in float32.
     """
 
-    def __init__(self, weight: GroupQuantized, bias: torch.Tensor | None):
+    def __init__(self, weight: GroupQuantized | KQuantized, bias: torch.Tensor | None):
         super().__init__()
         self.out_features, self.in_features = weight.shape
         self.bits = weight.bits
+        self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
+        if isinstance(weight, KQuantized):
+            # The file's bytes as they are; no scales beside them tells the op so.
+            self.offset = weight.offset
+            self.register_buffer("codes", weight.blocks.contiguous())
+            self.register_buffer("scales", torch.empty(self.out_features, 0))
+            self.register_buffer("mins", None)
+            return
         codes = weight.codes
         self.offset = 0
         if self.bits == 4:
@@ -67,7 +78,6 @@ class GroupLinear(nn.Module):
         self.register_buffer("scales", weight.scales.float().contiguous())
         mins = weight.mins
         self.register_buffer("mins", None if mins is None else mins.float().contiguous())
-        self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).to(torch.float32).contiguous()
@@ -169,7 +179,9 @@ class Int8Linear(nn.Module):
     own rounding (docs/internals.md states the logit tolerance the tests hold it to).
     """
 
-    def __init__(self, weight: GroupQuantized, bias: torch.Tensor | None, dtype: torch.dtype):
+    def __init__(
+        self, weight: GroupQuantized | KQuantized, bias: torch.Tensor | None, dtype: torch.dtype
+    ):
         super().__init__()
         self.out_features, self.in_features = weight.shape
         self.dtype = dtype
@@ -197,18 +209,28 @@ COMPUTE_DTYPE = torch.bfloat16
 
 
 def quantized_linear(
-    weight: GroupQuantized,
+    weight: GroupQuantized | KQuantized | RowStack,
     bias: torch.Tensor | None,
     dtype: torch.dtype = COMPUTE_DTYPE,
     fused: bool | None = None,
 ) -> nn.Module:
     """The quantized form of a linear layer, answering in the dtype of its input: the
     fused op's exact float32 `GroupLinear` where `fused` (default: where the fused CPU ops
-    build), else torch's kernels computing in `dtype`."""
+    build), else torch's kernels computing in `dtype` (K-quants requantized for the int8
+    one, as Q8_0 is). A RowStack is one linear per part."""
     if fused is None:
         fused = cpu_ops.available()
+    if isinstance(weight, RowStack):
+        rows = [part.shape[0] for part in weight.parts]
+        biases = [None] * len(rows) if bias is None else list(bias.split(rows))
+        return StackedLinear([
+            quantized_linear(part, part_bias, dtype, fused)
+            for part, part_bias in zip(weight.parts, biases, strict=True)
+        ], rows)
     if fused:
         return GroupLinear(weight, bias)
+    if isinstance(weight, KQuantized):
+        return Int8Linear(weight, bias, dtype)
     if weight.bits == 4:
         return Int4Linear(weight, bias, dtype)
     return Int8Linear(weight, bias, dtype)
@@ -217,9 +239,11 @@ def quantized_linear(
 _SHARDS = {"qkv_proj": 3, "gate_up_proj": 2}
 
 
-def fuse_by_module(tensors: Iterable[tuple[str, GroupQuantized]]) -> dict[str, GroupQuantized]:
+def fuse_by_module(
+    tensors: Iterable[tuple[str, GroupQuantized | KQuantized]],
+) -> dict[str, GroupQuantized | KQuantized | RowStack]:
     """Hugging Face named weights -> the model's module names, q/k/v and gate/up fused."""
-    shards: dict[str, dict[int, GroupQuantized]] = {}
+    shards: dict[str, dict[int, GroupQuantized | KQuantized]] = {}
     for name, weight in tensors:
         path = name.removeprefix("model.").removesuffix(".weight").split(".")
         fused = FUSED_PROJECTIONS.get(path[-1])
