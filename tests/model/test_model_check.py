@@ -62,21 +62,35 @@ def test_each_family_folder_is_described_as_the_loader_sees_it(
     assert "served:           yes" in report.lines()
 
 
+# The template each family's folder carries -> (reasoning format, tool-call markup), as
+# docs/models.md lists them.
+WRITTEN_OUT = "the template writes no call markup spate parses"
+FORMATS = {
+    "llama": ("<think>...</think>, opened by the template, always on", WRITTEN_OUT),
+    "qwen2": ("<think>...</think>, opened by the template, switched by `enable_thinking`",
+              WRITTEN_OUT),
+    "qwen3": ("<think>...</think>, opened by the model, switched by `enable_thinking`",
+              "hermes markup"),
+    "mistral": ("[THINK]...[/THINK], opened by the model, switched by the default system prompt",
+                "mistral markup"),
+    "phi3": ("<think>...</think>, opened by the model, always on", WRITTEN_OUT),
+    "gemma3": ("<think>...</think>, opened by the model, always on", WRITTEN_OUT),
+    "smollm3": ("<think>...</think>, opened by the model, switched by `enable_thinking`",
+                WRITTEN_OUT),
+    "granite": ("<think>...</think>, opened by the model, switched by `thinking`", WRITTEN_OUT),
+}
+
+
 def test_the_family_formats_are_those_of_their_templates(
     thinking_folders: dict[str, Path]
 ) -> None:
-    reports = {family: check_model(folder) for family, folder in thinking_folders.items()}
-    assert reports["qwen2"].reasoning == (
-        "<think>...</think>, opened by the template, switched by `enable_thinking`")
-    assert reports["qwen3"].reasoning == (
-        "<think>...</think>, opened by the model, switched by `enable_thinking`")
-    assert reports["mistral"].reasoning == (
-        "[THINK]...[/THINK], opened by the model, switched by the default system prompt")
-    assert reports["granite"].reasoning == (
-        "<think>...</think>, opened by the model, switched by `thinking`")
-    assert reports["qwen3"].tool_calls.startswith("hermes markup")
-    assert reports["mistral"].tool_calls.startswith("mistral markup")
-    assert "calls in hermes markup" in reports["phi3"].tool_calls
+    assert set(FORMATS) == set(thinking_folders)
+    for family, folder in thinking_folders.items():
+        report = check_model(folder)
+        reasoning, tool_calls = FORMATS[family]
+        assert report.reasoning == reasoning, family
+        assert report.tool_calls.startswith(tool_calls), (family, report.tool_calls)
+    assert check_model(thinking_folders["phi3"]).tool_calls.endswith("calls in hermes markup")
 
 
 def test_a_q4_k_m_file_names_its_mix_and_where_blocks_run_at_their_size(families) -> None:
