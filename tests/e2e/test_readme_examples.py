@@ -201,7 +201,7 @@ def test_observe_it(stack: Stack) -> None:
             ran.append(command)
             continue
         command = command.replace("localhost:9101", f"127.0.0.1:{metrics_port}")
-        if command.startswith("curl "):
+        if command.startswith(("curl ", "until curl ")):
             lines = bash(command).splitlines()
             assert lines and all(line.startswith("spate_") for line in lines)
         elif command.startswith("spate events tail --response"):
