@@ -1,5 +1,5 @@
 """`spate models check PATH`: what a model file is and whether and how spate serves it,
-from its metadata alone (workers/model/model_check.py), before anyone waits for a load."""
+from its metadata alone (workers/model_check.py), before anyone waits for a load."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def add_parser(commands: Any) -> None:
 
 def run_models(args: argparse.Namespace) -> int:
     from workers.load_failure import reason_of
-    from workers.model.model_check import check_model
+    from workers.model_check import check_model
 
     path = Path(args.path)
     try:

@@ -21,7 +21,7 @@ from tests.processes import ROOT
 from workers.model import load_model
 from workers.model.group_quantized import SUPPORTED_TYPES
 from workers.model.loader import read_checkpoint
-from workers.model.model_check import check_model
+from workers.model_check import check_model
 from workers.output.tool_prompt import ToolPrompt
 
 from .thinking_checkpoints import CONTEXT, THINKING_FAMILIES, write_thinking_checkpoint
