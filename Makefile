@@ -59,6 +59,9 @@ serve: install
 	$(VENV)/bin/spate serve $(if $(STORE),--store)
 
 test: install
+	# llama.cpp's llama-quantize, which the Q4_K_M parity tests use, is built once per
+	# machine (minutes on two cores) here rather than inside a test's time limit.
+	$(PY) -c "import tests.llama_cpp_tools as t; t.build_tools_available() or t.llama_quantize()"
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # kernels/ is checked where the packages below import it; triton itself is untyped.
