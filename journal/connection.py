@@ -22,6 +22,11 @@ from journal.topology import declare
 
 log = logging.getLogger("spate.journal")
 
+# How long close() waits for a cancelled connect to end. nats-py's connect can swallow a
+# cancel while it dials a server that refuses (it ends its own attempt first, seconds
+# later); the connector then stops at its next turn and closes what it opened.
+CONNECT_CANCEL_WAIT_S = 0.2
+
 
 def redacted(url: str) -> str:
     """The URL without credentials, for logs."""
@@ -136,6 +141,9 @@ class Connection:
                     disconnected_cb=self._on_disconnected,
                     reconnected_cb=self._on_reconnected,
                 )
+                if self._closing:
+                    await nc.close()
+                    return
                 js = nc.jetstream(timeout=self.settings.nats_timeout_s)
                 await declare(js, self.settings)
                 self.nc, self.js = nc, js
@@ -147,6 +155,8 @@ class Connection:
                                 nc.connected_server_version)
                 return
             except Exception as error:  # keep trying: NATS may come up after us
+                if self._closing:
+                    return
                 self.last_error = str(error) or type(error).__name__
                 log.log(logging.WARNING if self.report_retries else logging.DEBUG,
                         "NATS at %s not reachable (%s); retrying", where, self.last_error)
@@ -158,8 +168,7 @@ class Connection:
         for task in (self._connector, self._redeclaring):
             if task is not None and not task.done():
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await asyncio.wait({task}, timeout=CONNECT_CANCEL_WAIT_S)
         if self.nc is not None and not self.nc.is_closed:
             with contextlib.suppress(Exception):
                 await self.nc.drain()
