@@ -27,14 +27,14 @@ async def test_an_event_lost_in_an_outage_is_resent_while_the_response_goes_on(t
         server.stop()
         await writer.publish(TokensGenerated, token_ids=(1,), text="a", channel="text")
         server = EmbeddedNats(port=server.port, store_dir=str(tmp_path)).start()
-        for _ in range(100):
+        for _ in range(400):  # a bounded wait: the reconnect is slower on a busy machine
             if journal.connection.connected:
                 break
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.6)  # past the ack timeout
         await writer.publish(TokensGenerated, token_ids=(2,), text="b", channel="text")
         seqs: list[int] = []
-        for _ in range(40):  # no flush: the log fills while the response goes on
+        for _ in range(200):  # no flush: the log fills while the response goes on
             seqs = [event.seq for event in await journal.read_log(rid)]
             if seqs == [0, 1, 2, 3]:
                 break
