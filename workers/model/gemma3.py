@@ -48,11 +48,7 @@ class Gemma3DecoderLayer(DecoderLayer):
         kv_cache: KVCache,
         cos_sin_cache: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if residual is None:
-            residual = hidden.float()
-            hidden = self.input_layernorm(hidden)
-        else:
-            hidden, residual = self.input_layernorm(hidden, residual)
+        hidden, residual = self.enter(hidden, residual)
         hidden = self.self_attn(positions, hidden, attn, kv_cache, cos_sin_cache)
         hidden = self.post_attention_layernorm(hidden)
         hidden, residual = self.pre_feedforward_layernorm(hidden, residual)

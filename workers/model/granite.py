@@ -22,11 +22,7 @@ class GraniteDecoderLayer(DecoderLayer):
         cos_sin_cache: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         multiplier = self.self_attn.config.residual_multiplier
-        if residual is None:
-            residual = hidden.float()
-            hidden = self.input_layernorm(hidden)
-        else:
-            hidden, residual = self.input_layernorm(hidden, residual)
+        hidden, residual = self.enter(hidden, residual)
         hidden = self.self_attn(positions, hidden, attn, kv_cache, cos_sin_cache) * multiplier
         hidden, residual = self.post_attention_layernorm(hidden, residual)
         return self.mlp(hidden) * multiplier, residual

@@ -138,17 +138,23 @@ class DecoderLayer(nn.Module):
         kv_cache: KVCache,
         cos_sin_cache: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        # The residual stream is carried separately so each norm can fuse the add into itself,
-        # and in fp32 whatever the model dtype: summed over 2 * layers additions in bf16 it
-        # loses enough to change a small model's answers (the matmuls stay in model dtype).
-        if residual is None:
-            residual = hidden.float()
-            hidden = self.input_layernorm(hidden)
-        else:
-            hidden, residual = self.input_layernorm(hidden, residual)
+        hidden, residual = self.enter(hidden, residual)
         hidden = self.self_attn(positions, hidden, attn, kv_cache, cos_sin_cache)
         hidden, residual = self.post_attention_layernorm(hidden, residual)
         return self.mlp(hidden), residual
+
+    def enter(
+        self, hidden: torch.Tensor, residual: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The input norm, with the previous layer's output added to the residual stream.
+        The stream is carried separately so each norm can fuse the add into itself, and in
+        fp32 whatever the model dtype: summed over 2 * layers additions in bf16 it loses
+        enough to change a small model's answers (the matmuls stay in model dtype)."""
+        if residual is None:
+            residual = hidden.float()
+            return self.input_layernorm(hidden), residual
+        normed, residual = self.input_layernorm(hidden, residual)
+        return normed, residual
 
 
 class CausalLM(nn.Module):
