@@ -16,14 +16,13 @@ import binascii
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
 from api.errors import APIError
 from api.input_items import InputFilePart, InputImagePart, MessageItem, TextPart
-from api.model_base import FieldRejected
 from api.pdf_repair import rebuilt
 from api.request_model import ResponsesRequest
 from events import ModelCard
@@ -48,28 +47,6 @@ class InlineFile:
     data: bytes
     media_type: str | None
     filename: str | None
-
-
-def refuse_outside_input(items: Any, field: str) -> None:
-    """A 400 for a file, an image or sealed reasoning in items kept outside a response's
-    input (a conversation's): a file is read into text, and sealed reasoning opened, only
-    as a response's input, where the model that will read them is known."""
-    if not isinstance(items, list):
-        return
-    for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "reasoning" and item.get("encrypted_content") is not None:
-            raise FieldRejected(f"{field}[{index}].encrypted_content",
-                                "Encrypted reasoning is opened only in a response's input; "
-                                "send it there.")
-        content = item.get("content")
-        for part_index, part in enumerate(content if isinstance(content, list) else []):
-            if isinstance(part, dict) and part.get("type") in ("input_file", "input_image"):
-                raise FieldRejected(
-                    f"{field}[{index}].content[{part_index}]",
-                    f"An {part['type']} part is taken only in a response's input (a file is "
-                    "read into text there, and the model decides about images); send it there.")
 
 
 def refuse_images(request: ResponsesRequest, card: ModelCard) -> None:
