@@ -1,11 +1,13 @@
 """Settings the `spate` command reads itself, from SPATE_* environment variables, before
-it hands over to a process's own settings (api/settings.py, workers/settings.py)."""
+it hands over to a process's own settings (api/settings.py, workers/settings.py). Each
+field's `description` is its row in docs/configuration.md (`python -m cli.configuration_doc`);
+a field named like one of those classes' shares its row."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cli.log_format import LogFormat
@@ -24,17 +26,28 @@ DEFAULT_KEY_FILE = ".spate/encryption.key"
 class CliSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SPATE_", extra="ignore")
 
-    # Every process's log level.
-    log_level: LogLevel = "INFO"
-    # Every process's log lines: `text`, or `json` (one object per line, with
-    # `response_id` and `trace_id` where a line has them).
-    log_format: LogFormat = "text"
+    log_level: LogLevel = Field(default="INFO", description="log level (any case)",
+                                json_schema_extra={"processes": "all"})
+    log_format: LogFormat = Field(
+        default="text",
+        description="`text`, or `json`: one JSON object a line (`time`, `level`, `logger`, "
+        "`message`, and `response_id` and `trace_id` where the line has them), every line: "
+        "the model's load progress, Python warnings and a crash's traceback are records too. "
+        "The load shows a progress bar only in a `text` log on a terminal; elsewhere a "
+        "record every few seconds",
+        json_schema_extra={"processes": "all"})
     # `spate serve` uses this NATS when it is set, and starts an embedded nats-server
-    # when it is not; the API and worker read their own (api/settings.py).
+    # when it is not; the API and worker read their own (journal/settings.py).
     nats_url: str | None = None
-    # JetStream data folder of the embedded nats-server; None: a temporary one.
-    nats_store_dir: str | None = None
+    nats_store_dir: str | None = Field(
+        default=None,
+        description="JetStream data of the embedded nats-server (`--nats-store-dir`); "
+        "`--nats-port` picks its port",
+        json_schema_extra={"shown_default": "a temporary folder"})
     # `spate serve --store` uses this store when it is set, and starts an embedded
     # redis-server (its data in `store_dir`) when it is not.
     store_url: str | None = None
-    store_dir: str = DEFAULT_STORE_DIR
+    store_dir: str = Field(
+        default=DEFAULT_STORE_DIR,
+        description="data of the embedded redis-server (`--store-dir`); `--store-port` "
+        "picks its port")
