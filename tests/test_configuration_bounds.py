@@ -3,8 +3,8 @@ count, a length, a time or a queue is named in some test file other than this on
 its environment variable, or as its settings field given a value: `max_waiting=`), so a
 new bound documented without a test fails the suite.
 
-The table is read by `configuration_rows()` alone: pointing it at another file (a
-generated docs/configuration.md, say) is a change to that one function."""
+The tables are read by `configuration_rows()` alone, from docs/configuration.md (which
+`python -m cli.configuration_doc` writes from the settings classes)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ BOUND_MEANING = re.compile(r"past (it|them|either)|larger than|at most|more than
 NOT_BOUNDS = {
     "SPATE_SSE_PING_S": "a period (a keep-alive line on a quiet stream), not a limit on "
                         "anything a client sends or holds",
+    "SPATE_HEARTBEAT_S": "a period (how often a worker renews its liveness), not a limit on "
+                         "anything a client sends or holds",
     "SPATE_SPECULATIVE_DECODING": "a switch; the 'at most 2 sequences' of its meaning is a "
                                   "fixed rule of the feature, not this setting",
 }
@@ -43,23 +45,23 @@ class ConfigRow:
 
 
 def configuration_rows() -> list[ConfigRow]:
-    """The rows of the configuration table: README.md's, under its "Configuration"
-    heading."""
-    return table_rows((ROOT / "README.md").read_text(), "## Configuration")
+    """The rows of every table of docs/configuration.md."""
+    return table_rows((ROOT / "docs" / "configuration.md").read_text())
 
 
-def table_rows(markdown: str, heading: str) -> list[ConfigRow]:
-    """The rows of the first table after `heading` whose header starts `| variable |`."""
-    lines = markdown[markdown.index(heading + "\n"):].splitlines()
-    start = next(index for index, line in enumerate(lines) if line.startswith("| variable |"))
+def table_rows(markdown: str) -> list[ConfigRow]:
+    """The rows of every table whose header starts `| variable |`."""
+    lines = markdown.splitlines()
     rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        cells = split_cells(line)
-        if len(cells) != 4:
-            raise ValueError(f"a configuration row without 4 cells: {line}")
-        rows.append(ConfigRow(tuple(re.findall(r"`([A-Z][A-Z0-9_]*)`", cells[0])), *cells[1:]))
+    for start in (index for index, line in enumerate(lines) if line.startswith("| variable |")):
+        for line in lines[start + 2:]:
+            if not line.startswith("|"):
+                break
+            cells = split_cells(line)
+            if len(cells) != 4:
+                raise ValueError(f"a configuration row without 4 cells: {line}")
+            rows.append(ConfigRow(tuple(re.findall(r"`([A-Z][A-Z0-9_]*)`", cells[0])),
+                                  *cells[1:]))
     return rows
 
 
@@ -108,6 +110,8 @@ def test_the_table_is_read() -> None:
     assert all(row.variables and row.process for row in rows)
     assert "SPATE_HTTP_MAX_HEAD_BYTES" in bound_settings()
     assert "SPATE_NATS_URL" not in bound_settings()
+    # Every table's rows: the API's, the worker's, and those read outside the settings.
+    assert {"SPATE_MAX_INFLIGHT", "SPATE_MAX_NUM_SEQS", "TORCH_SPEC"} <= names
 
 
 def test_every_exception_is_a_row_the_rules_call_a_bound() -> None:
