@@ -9,14 +9,13 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api.admission import Admission
+from api.cache_router import CacheRouter
 from api.dependency_errors import install_dependency_handlers
-from api.drain import Drain, DrainGate
-from api.encrypted_content import ContentKeys
 from api.errors import install_error_handlers
+from api.guards.admission import Admission
+from api.guards.drain import Drain, DrainGate
+from api.lowering.encrypted_content import ContentKeys
 from api.metrics import ApiMetrics, RequestMetrics
-from api.openapi import install_openapi
-from api.router import Router
 from api.routes import (
     compact,
     conversations,
@@ -29,6 +28,7 @@ from api.routes import (
     responses_socket,
     stored_responses,
 )
+from api.schema.openapi import install_openapi
 from api.settings import ApiSettings
 from journal import Journal
 from store.background_slots import BackgroundSlots
@@ -56,7 +56,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        router = Router(settings.route_max_skew, settings.worker_ttl_s,
+        router = CacheRouter(settings.route_max_skew, settings.worker_ttl_s,
                         settings.route_tokens_per_skew) if settings.routing else None
         journal = Journal(settings, name="spate-api",
                           route=router.choose if router is not None else None,

@@ -13,10 +13,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
 
-from api.admission import Admission
-from api.drain import Drain
-from api.encrypted_content import ContentKeys
 from api.errors import APIError
+from api.guards.admission import Admission
+from api.guards.drain import Drain
+from api.lowering.encrypted_content import ContentKeys
 from api.metrics import ApiMetrics
 from api.settings import ApiSettings
 from journal import Journal

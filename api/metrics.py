@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from api.admission import Admission
+from api.guards.admission import Admission
 from journal import Journal, JournalUnavailable
 
 # Seconds; from a few milliseconds (a warm GPU) to minutes (a long answer on a CPU).

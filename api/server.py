@@ -1,4 +1,4 @@
-"""The API's HTTP server: uvicorn, whose first SIGTERM or SIGINT drains (api/drain.py)
+"""The API's HTTP server: uvicorn, whose first SIGTERM or SIGINT drains (api/guards/drain.py)
 before uvicorn's own shutdown; a second one stops at once."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import uvicorn
 
-from api.drain import Drain
+from api.guards.drain import Drain
 from api.settings import ApiSettings
 
 

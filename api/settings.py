@@ -7,13 +7,17 @@ what the page shows besides (cli/configuration_doc.py says how).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from api.tool_policy import ServerToolPolicy
 from events.request_settings import PRIORITY_LIMIT
 from journal import JournalSettings
 from store.base import DEFAULT_TTL_S
+
+# What a declared tool that runs on OpenAI's side becomes (api/lowering/tool_policy.py).
+ServerToolPolicy = Literal["omit", "reject"]
 
 
 class ApiSettings(JournalSettings):
@@ -39,7 +43,7 @@ class ApiSettings(JournalSettings):
         default=2 * 1024 * 1024, ge=1024,
         description="the largest file an `input_file` part may carry, decoded; larger: a 400 "
         "naming the part (docs/api.md)")
-    # The HTTP server's own bounds (api/http_limits.py).
+    # The HTTP server's own bounds (api/guards/http_limits.py).
     http_max_connections: int = Field(
         default=1024, ge=1,
         description="HTTP connections a replica holds at once; past it uvicorn answers 503 "
@@ -103,7 +107,7 @@ class ApiSettings(JournalSettings):
         default=16 * 1024 * 1024, ge=0,
         description="WebSocket mode: bytes of history one connection holds for "
         "`previous_response_id` chains (least recently used dropped first)")
-    # Routing that follows the cache (api/router.py).
+    # Routing that follows the cache (api/cache_router.py).
     routing: bool = Field(
         default=True,
         description="route a request to the worker whose prefix cache holds its prompt's "
@@ -160,7 +164,7 @@ class ApiSettings(JournalSettings):
         description="whether this API replica projects the event log into the store; "
         "`false` leaves it to `spate store` processes, which then have a core of their own "
         "(lower projection lag under load: docs/performance.md)")
-    # api/encrypted_content.py
+    # api/lowering/encrypted_content.py
     encryption_keys: str = Field(
         default="",
         description="keys that seal reasoning items' `encrypted_content` (comma-separated, "

@@ -7,7 +7,7 @@ from fastapi import Request
 from starlette.requests import HTTPConnection
 
 from api.errors import APIError, response_not_found
-from api.fields import STORE_ENV, store_field_message
+from api.schema.fields import STORE_ENV, store_field_message
 from store import Store
 from store.projector import Projector
 

@@ -16,9 +16,9 @@ from fastapi import Request  # noqa: E402
 from sse_starlette import EventSourceResponse, ServerSentEvent  # noqa: E402
 
 from api.app import create_app  # noqa: E402
-from api.body import read_request  # noqa: E402
 from api.deps import SHARED_OWNER  # noqa: E402
-from api.normalize import accept  # noqa: E402
+from api.lowering.accept import accept  # noqa: E402
+from api.schema.body import read_request  # noqa: E402
 from api.settings import ApiSettings  # noqa: E402
 from api.streaming import server_sent_event  # noqa: E402
 from benchmarks.synthetic_engine import TOKEN_TEXT  # noqa: E402

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from api.encrypted_content import KEY_FILE_ENV, new_key
+from api.lowering.encrypted_content import KEY_FILE_ENV, new_key
 from api.settings import ApiSettings
 from cli import events_command, models_command, store_rebuild
 from cli.log_format import configure_logging, logs_json
@@ -125,7 +125,7 @@ def run_api(args: argparse.Namespace) -> None:
     import uvicorn
 
     from api.app import create_app
-    from api.http_limits import server_options
+    from api.guards.http_limits import server_options
     from api.server import DrainingServer, open_without_keys
 
     settings = ApiSettings(**_overrides(args, ["host", "port", "store_url"]))

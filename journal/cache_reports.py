@@ -2,7 +2,7 @@
 prefixes it holds and how busy it is (`CacheReport`, journal/routing.py).
 
 They go on `spate.cache.<model>.<worker>` and are never stored: a router that missed some
-rebuilds its index from the next ones (api/router.py).
+rebuilds its index from the next ones (api/cache_router.py).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class Journal:
         self._repairs = asyncio.Semaphore(REPAIRS_AT_ONCE)
         # The one live subscription every follower of this process reads from.
         self.live_feed = LiveFeed(self.connection)
-        # Picks the worker a request goes to (api/router.py), or None for the shared queue;
+        # Picks the worker a request goes to (api/cache_router.py), or None for the shared queue;
         # a routed request not taken within `route_deadline_s` goes there (journal/routing.py).
         self._route = route
         self._route_deadline_s = route_deadline_s

@@ -62,7 +62,7 @@ class CacheReport:
     model: str
     worker_id: str
     in_flight: int
-    # Digests of the prompt prefixes it cached (api/router.py computes the same ones).
+    # Digests of the prompt prefixes it cached (api/cache_router.py computes the same ones).
     digests: list[str] = field(default_factory=list)
 
     def encode(self) -> bytes:

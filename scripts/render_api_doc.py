@@ -1,4 +1,4 @@
-"""Write docs/api.md from the request model's field table (api/fields.py).
+"""Write docs/api.md from the request model's field table (api/schema/fields.py).
 
     .venv/bin/python scripts/render_api_doc.py
 """
@@ -11,8 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from api.fields import FIELDS  # noqa: E402
-from api.limits import limits_table  # noqa: E402
+from api.guards.limits import limits_table  # noqa: E402
+from api.schema.fields import FIELDS  # noqa: E402
 
 HEADER = """# spate's Responses API: every request field and what spate does with it
 
@@ -22,7 +22,7 @@ refused with a 400 whose `error.param` names it. A key not listed here is a 400
 `Unknown parameter: 'x'.`. A field the table refuses is still accepted at its default
 value, which asks for nothing: `null`, and `false` for `background` (clients that fill in
 every field send `background: false`, `previous_response_id: null`, `prompt: null`). This
-page is written from `api/fields.py` (the request model's own table) by
+page is written from `api/schema/fields.py` (the request model's own table) by
 `scripts/render_api_doc.py`; `tests/api/test_fields_doc.py` fails when the two disagree.
 
 | field | treatment | notes |
@@ -105,7 +105,7 @@ read back with `GET` holds its reasoning in `content` only). Content that
 was altered, sealed by another server or key, for another API key or another model is a 400
 naming `input[i].encrypted_content` (code `invalid_encrypted_content`). Keys:
 `SPATE_ENCRYPTION_KEYS` (comma-separated, url-safe base64 of 32 bytes; make one with
-`python -c "from api.encrypted_content import new_key; print(new_key())"`) and
+`python -c "from api.lowering.encrypted_content import new_key; print(new_key())"`) and
 `SPATE_ENCRYPTION_KEY_FILE` (one a line). The first key seals and every key opens: to
 rotate, put the new key first and drop the old one later. `spate serve` with neither set
 makes `.spate/encryption.key` once and keeps it. An API with no key still accepts the
@@ -238,7 +238,7 @@ budget, a model that never closes its block runs into `max_output_tokens`, so se
 Counts and sizes a request may hand the worker, beyond each field's own bounds in the
 table above: each costs every request of the batch or the worker's grammar compiler.
 Past one, a 400 naming the field, before anything is published. This table is rendered
-from `api/limits.py`, where the checks read the same entries. The body itself is bounded
+from `api/guards/limits.py`, where the checks read the same entries. The body itself is bounded
 by `SPATE_MAX_BODY_BYTES` and nests at most 64 levels.
 
 LIMITS_TABLE
@@ -270,7 +270,7 @@ can name or reach:
 ## Compaction
 
 Long agent sessions outgrow the model's context (8k tokens for the default model). Two
-ways keep them going, one mechanism (`api/compaction.py`):
+ways keep them going, one mechanism (`api/lowering/compaction.py`):
 
 - `POST /v1/responses/compact` takes `model`, `input` and/or `previous_response_id`,
   `instructions`, `prompt_cache_key`, `safety_identifier` (the official SDK's

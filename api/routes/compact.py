@@ -1,6 +1,6 @@
 """POST /v1/responses/compact: a conversation (its `input`, after a
 `previous_response_id` chain) compacted into a compaction item holding a summary of its
-older turns and its latest turn verbatim (api/compaction.py); a conversation of one turn
+older turns and its latest turn verbatim (api/lowering/compaction.py); a conversation of one turn
 gets an item holding that turn and no summary."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import Field
 
-from api.body import read_body
-from api.compaction import compact, compacted_response, kept_whole
 from api.deps import ContentKeysDep, JournalDep, OwnerDep, SettingsDep, require_api_key
 from api.errors import APIError
-from api.input_items import MessageItem, RequestInputItem
-from api.model_base import StrictModel
-from api.request_event import conversation_items
-from api.request_model import PromptCacheOptions, ResponsesRequest
+from api.lowering.compaction import compact, compacted_response, kept_whole
+from api.lowering.request_event import conversation_items
+from api.schema.body import read_body
+from api.schema.input_items import MessageItem, RequestInputItem
+from api.schema.model_base import StrictModel
+from api.schema.request import PromptCacheOptions, ResponsesRequest
 from events.request_settings import MAX_PROMPT_CACHE_KEY_CHARS, MAX_SAFETY_IDENTIFIER_CHARS
 
 router = APIRouter(dependencies=[Depends(require_api_key)])

@@ -8,14 +8,14 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from api.body import read_body
-from api.conversation_model import ConversationCreate, ConversationUpdate, ItemsCreate
 from api.deps import OwnerDep, SettingsDep, require_api_key
 from api.errors import APIError
-from api.item_ids import check_new_conversation_items, check_unique_item_ids
-from api.request_model import INCLUDABLE
+from api.lowering.item_ids import check_new_conversation_items, check_unique_item_ids
+from api.lowering.stored_items import item_dicts
+from api.schema.body import read_body
+from api.schema.conversation import ConversationCreate, ConversationUpdate, ItemsCreate
+from api.schema.request import INCLUDABLE
 from api.store_access import conversation_not_found, require_store_for_conversation
-from api.stored_items import item_dicts
 from store import ItemPage, Store, StoredConversation
 
 router = APIRouter(dependencies=[Depends(require_api_key)])

@@ -7,10 +7,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from api.body import read_request
 from api.deps import ContentKeysDep, JournalDep, OwnerDep, SettingsDep, require_api_key
 from api.errors import ERROR_STATUS, APIError
-from api.request_event import would_be_event
+from api.lowering.request_event import would_be_event
+from api.schema.body import read_request
 from journal import CountRefused
 
 router = APIRouter(dependencies=[Depends(require_api_key)])

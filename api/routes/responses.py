@@ -9,8 +9,6 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from api.admission import background_slot
-from api.body import read_request
 from api.deps import (
     AdmissionDep,
     ContentKeysDep,
@@ -21,9 +19,11 @@ from api.deps import (
     SettingsDep,
     require_api_key,
 )
-from api.encrypted_content import sealer_for
+from api.guards.admission import background_slot
+from api.lowering.encrypted_content import sealer_for
+from api.lowering.request_event import request_event
 from api.metrics import ResponseTimer
-from api.request_event import request_event
+from api.schema.body import read_request
 from api.streaming import background_reply, json_reply, live_sse_reply, open_live_response
 from journal.trace_context import TRACEPARENT_HEADER, trace_id_of, valid_traceparent
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, WebSocket
 
 from api.deps import check_api_key, owner_of
 from api.errors import APIError
-from api.socket_session import SocketSession
+from api.websocket.session import SocketSession
 
 router = APIRouter()
 log = logging.getLogger("spate.api.socket")

@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 
 from api.deps import AdmissionDep, DrainDep, JournalDep, OwnerDep, SettingsDep, require_api_key
 from api.errors import APIError, response_not_found
-from api.normalize import LOGPROBS_INCLUDE
-from api.request_model import INCLUDABLE
+from api.lowering.accept import LOGPROBS_INCLUDE
+from api.schema.request import INCLUDABLE
 from api.store_access import require_store_for_id
 from api.streaming import resumed_sse_reply
 from events import TERMINAL_STATUSES

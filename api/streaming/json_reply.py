@@ -8,8 +8,8 @@ import contextlib
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from api.drain import SHUTTING_DOWN
 from api.errors import ERROR_STATUS, APIError
+from api.guards.drain import SHUTTING_DOWN
 from api.store_access import projector_of
 from api.streaming.live_response import LiveResponse
 from events import RequestAccepted, ResponseFold

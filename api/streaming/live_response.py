@@ -10,16 +10,16 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from api.admission import Admission, Slot
 from api.dependency_errors import bus_unavailable
-from api.drain import SHUTTING_DOWN, Drain
+from api.guards.admission import Admission, Slot
+from api.guards.drain import SHUTTING_DOWN, Drain
 from api.metrics import ResponseTimer
 from api.streaming.orphans import local_failure, orphaned
 from events import RequestAccepted, ResponseFold, TokensGenerated, error_fields
 from journal import Journal, JournalUnavailable, LogFollower
 
 # Applied to each event and to the Response before they go out: adds what only the API
-# process can (api/encrypted_content.py seals reasoning items).
+# process can (api/lowering/encrypted_content.py seals reasoning items).
 Outgoing = Callable[[dict[str, Any]], dict[str, Any]]
 
 # How long the fold waits for the log before looking at the response's health, a

@@ -14,8 +14,8 @@ import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 
-from api.admission import Slot
-from api.drain import Drain
+from api.guards.admission import Slot
+from api.guards.drain import Drain
 from api.settings import ApiSettings
 from api.streaming.keepalive import KeepAlives
 from api.streaming.live_response import LiveResponse, cut_notice_after

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.admission import Admission
 from api.errors import APIError
+from api.guards.admission import Admission
 
 
 def refusal(call: object) -> APIError:

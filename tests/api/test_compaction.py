@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.compaction import (
+from api.errors import APIError
+from api.lowering.compaction import (
     KEEP_CHARS,
     SUMMARY_HEADER,
     expanded_compactions,
@@ -13,10 +14,9 @@ from api.compaction import (
     seal_compaction,
     split_for_compaction,
 )
-from api.encrypted_content import ContentKeys, new_key
-from api.errors import APIError
-from api.input_items import FunctionCallItem, FunctionCallOutputItem, MessageItem
-from api.request_model import ResponsesRequest
+from api.lowering.encrypted_content import ContentKeys, new_key
+from api.schema.input_items import FunctionCallItem, FunctionCallOutputItem, MessageItem
+from api.schema.request import ResponsesRequest
 
 
 def user(text: str) -> MessageItem:

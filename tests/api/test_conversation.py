@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.normalize import accept
-from api.request_model import ResponsesRequest
+from api.lowering.accept import accept
+from api.schema.request import ResponsesRequest
 from events import ChatMessage, ToolCall
 
 WEATHER = {"type": "function", "name": "get_weather",

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from api.app import create_app
-from api.encrypted_content import ContentKeys, InvalidKey, new_key
+from api.lowering.encrypted_content import ContentKeys, InvalidKey, new_key
 from api.settings import ApiSettings
 from cli.nats_server import free_port
 

@@ -1,4 +1,4 @@
-"""Every field of the table in api/fields.py, sent at its default value, is accepted: clients
+"""Every field of the table in api/schema/fields.py, sent at its default value, is accepted: clients
 send `background: false` or `previous_response_id: null` while asking for nothing. The
 fields the store would turn on stay 400s that name the field and SPATE_STORE_URL while the
 store is off (the API in-process; tests/api/test_request_errors.py checks a real server)."""
@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from api.fields import FIELDS, OFF_VALUES, STORE_ENV, Treatment
-from api.request_model import FieldRejected, ResponsesRequest
+from api.schema.fields import FIELDS, OFF_VALUES, STORE_ENV, Treatment
+from api.schema.request import FieldRejected, ResponsesRequest
 
 REQUIRED = {"model": "m", "input": "hi"}
 

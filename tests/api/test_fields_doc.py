@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from api.fields import FIELDS
-from api.request_model import ResponsesRequest
+from api.schema.fields import FIELDS
+from api.schema.request import ResponsesRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))

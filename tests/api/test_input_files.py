@@ -11,12 +11,12 @@ import pytest
 from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
-from api.conversation_model import ItemsCreate
 from api.errors import APIError
-from api.input_files import file_text, inline_file, refuse_images, with_file_text
-from api.input_items import InputFilePart
-from api.model_base import FieldRejected
-from api.request_model import ResponsesRequest
+from api.lowering.input_files import file_text, inline_file, refuse_images, with_file_text
+from api.schema.conversation import ItemsCreate
+from api.schema.input_items import InputFilePart
+from api.schema.model_base import FieldRejected
+from api.schema.request import ResponsesRequest
 from events import ModelCard
 from tests.pdf_file import pdf_with_text
 

@@ -1,4 +1,4 @@
-"""The limits table: declared once (api/limits.py), rendered into docs/api.md, and each
+"""The limits table: declared once (api/guards/limits.py), rendered into docs/api.md, and each
 bound refused one past it, with a 400 naming the request field."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from api.errors import APIError
-from api.limits import (
+from api.guards.limits import (
     CHOICES,
     ENUM_VALUES,
     GRAMMAR_CHARS,
@@ -21,8 +21,8 @@ from api.limits import (
     check_limits,
     limits_table,
 )
-from api.normalize import accept
-from api.request_model import ResponsesRequest
+from api.lowering.accept import accept
+from api.schema.request import ResponsesRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 

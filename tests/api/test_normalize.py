@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from api.errors import APIError, validation_error
-from api.normalize import SAMPLING_FIELDS, accept, sampling_of
-from api.request_model import FieldRejected, ResponsesRequest
+from api.lowering.accept import SAMPLING_FIELDS, accept, sampling_of
+from api.schema.request import FieldRejected, ResponsesRequest
 from events.request_settings import BUDGET_MESSAGE
 
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from api.errors import validation_error
-from api.fields import FIELDS
-from api.normalize import accept
-from api.request_model import FieldRejected, ResponsesRequest
+from api.lowering.accept import accept
+from api.schema.fields import FIELDS
+from api.schema.request import FieldRejected, ResponsesRequest
 from events import RequestAccepted, decode, encode
 
 # JSON leaves, with numbers at and around every bound the request settings define.

@@ -13,9 +13,9 @@ import pytest
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
 from api.app import create_app
-from api.fields import FIELDS
-from api.openapi import BODIES
-from api.request_model import ResponsesRequest
+from api.schema.fields import FIELDS
+from api.schema.openapi import BODIES
+from api.schema.request import ResponsesRequest
 from api.settings import ApiSettings
 
 

@@ -7,8 +7,8 @@ import re
 
 import httpx
 
-from api.fields import FIELDS, Treatment
 from api.routes.playground import STATIC_DIR
+from api.schema.fields import FIELDS, Treatment
 from events.request_settings import MAX_TEMPERATURE
 
 

@@ -1,4 +1,4 @@
-"""The request event is built once, complete and validated (api/normalize.py `accept`):
+"""The request event is built once, complete and validated (api/lowering/accept.py `accept`):
 nothing in api/ edits a RequestAccepted with `model_copy`, which skips validation.
 
 The check reads the source: a `model_copy` call is on a request event when its receiver

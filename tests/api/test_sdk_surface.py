@@ -1,5 +1,5 @@
 """The request surface of the installed official SDK, read from its own types: every
-field it defines for POST /v1/responses has a treatment in api/fields.py, every option
+field it defines for POST /v1/responses has a treatment in api/schema/fields.py, every option
 object's keys and every literal's values are taken. A new SDK release that adds one fails
 here, naming it, until it is given a treatment."""
 
@@ -14,15 +14,15 @@ from openai.types.responses.response_includable import ResponseIncludable
 from openai.types.shared_params.reasoning import Reasoning
 from pydantic import BaseModel
 
-from api.fields import FIELDS
-from api.request_model import (
+from api.schema.fields import FIELDS
+from api.schema.options import AccessPrograms, BackgroundOptions, ImageOptions, StreamOptions
+from api.schema.request import (
     INCLUDABLE,
     INCLUDABLE_ABSENT,
     PromptCacheOptions,
     ReasoningConfig,
     ResponsesRequest,
 )
-from api.request_options import AccessPrograms, BackgroundOptions, ImageOptions, StreamOptions
 
 # Fields real clients send that the SDK does not define (Codex CLI).
 CLIENT_FIELDS = {"client_metadata"}
@@ -46,7 +46,7 @@ def literal_values(annotation: Any) -> set[Any]:
 
 def test_every_sdk_field_has_a_treatment() -> None:
     untreated = sorted(sdk_request_fields() - set(FIELDS))
-    assert not untreated, f"the SDK defines fields api/fields.py does not treat: {untreated}"
+    assert not untreated, f"the SDK defines fields api/schema/fields.py does not treat: {untreated}"
 
 
 def test_fields_real_clients_send_have_a_treatment() -> None:
@@ -78,7 +78,7 @@ def test_every_key_of_an_option_object_is_known(sdk_type: Any, model: type[BaseM
 def test_every_literal_value_of_an_option_object_is_taken(
     sdk_type: Any, model: type[BaseModel]
 ) -> None:
-    """Each value validates, or is refused with a reason api/fields.py documents (the
+    """Each value validates, or is refused with a reason api/schema/fields.py documents (the
     Daybreak access programs, a prewarm that would generate nothing)."""
     refused = {("AccessPrograms", "cyber"), ("PromptCacheOptions", "prewarm")}
     hints = typing.get_type_hints(sdk_type)
@@ -104,7 +104,7 @@ def test_every_includable_is_taken() -> None:
 
 
 def test_a_key_the_sdk_does_not_define_is_still_a_400() -> None:
-    from api.model_base import FieldRejected
+    from api.schema.model_base import FieldRejected
 
     with pytest.raises(FieldRejected) as refused:
         ResponsesRequest.model_validate({"model": "m", "input": "hi", "not_a_field": 1})
@@ -114,7 +114,7 @@ def test_a_key_the_sdk_does_not_define_is_still_a_400() -> None:
 def test_every_tool_type_has_a_treatment() -> None:
     from openai.types.responses.tool_param import ToolParam
 
-    from api.tool_models import SERVED_TOOL_TYPES
+    from api.schema.tools import SERVED_TOOL_TYPES
 
     sdk_types = set()
     for member in get_args(ToolParam):
@@ -132,7 +132,7 @@ def test_every_tool_type_has_a_treatment() -> None:
 def test_every_input_item_of_a_client_tool_is_taken() -> None:
     from openai.types.responses import response_input_item_param as items
 
-    from api.input_items import ITEM_TAGS
+    from api.schema.input_items import ITEM_TAGS
 
     sdk_types = set()
     for name in ("ResponseCustomToolCallParam", "ResponseCustomToolCallOutputParam",

@@ -1,12 +1,12 @@
 """A continuation's tool outputs against the chain the connection holds
-(api/socket_chains.unanswered_output), and the held chains' byte bound."""
+(api/websocket/chains.unanswered_output), and the held chains' byte bound."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from api.input_items import FunctionCallItem, FunctionCallOutputItem, MessageItem
-from api.socket_chains import HeldChains, size_of, unanswered_output
+from api.schema.input_items import FunctionCallItem, FunctionCallOutputItem, MessageItem
+from api.websocket.chains import HeldChains, size_of, unanswered_output
 
 CALL = {"type": "function_call", "call_id": "call_1", "name": "get_weather",
         "arguments": "{}", "id": "fc_1", "status": "completed"}

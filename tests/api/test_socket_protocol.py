@@ -8,8 +8,8 @@ import json
 import pytest
 
 from api.errors import APIError
-from api.socket_chains import HeldChains, size_of
-from api.socket_protocol import SocketError, error_event, parse_create, server_event
+from api.websocket.chains import HeldChains, size_of
+from api.websocket.protocol import SocketError, error_event, parse_create, server_event
 
 
 def test_a_create_is_the_post_body_with_its_lane() -> None:

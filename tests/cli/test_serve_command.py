@@ -6,7 +6,7 @@ from pathlib import Path
 
 import redis
 
-from api.encrypted_content import ContentKeys, new_key
+from api.lowering.encrypted_content import ContentKeys, new_key
 from api.settings import ApiSettings
 from cli.main import _parser, serve_key_file, serve_store, serve_worker_command
 from cli.settings import CliSettings

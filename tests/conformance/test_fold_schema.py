@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from api.normalize import accept
-from api.request_model import ResponsesRequest
+from api.lowering.accept import accept
+from api.schema.request import ResponsesRequest
 from events import (
     GenerationFailed,
     GenerationFinished,

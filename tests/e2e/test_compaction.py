@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import openai
 
-from api.compaction import SUMMARY_HEADER
+from api.lowering.compaction import SUMMARY_HEADER
 from tests.conformance.open_responses import compaction_errors
 from tests.conftest import DEFAULT_MODEL, Stack
 from tests.e2e.test_queue_consumer import read_requests

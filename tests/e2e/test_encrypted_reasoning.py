@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from api.encrypted_content import new_key
+from api.lowering.encrypted_content import new_key
 from cli.nats_server import free_port
 from tests.conftest import DEFAULT_MODEL, Stack
 from tests.e2e.test_queue_consumer import read_requests
