@@ -11,7 +11,7 @@ the compiled kernel's metadata the shared memory it asks for at launch.
 
 Exits 1, listing what went wrong, when a kernel fails to compile, spills registers, needs
 more registers or shared memory than one block may have on the target, or is never
-launched. tests/kernels/test_gpu_compile.py runs it; docs/performance.md keeps its table.
+launched. tests/kernels/test_gpu_compile.py runs it; docs/performance-log.md keeps its table.
 """
 
 from __future__ import annotations
