@@ -10,8 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.cache_router import CacheRouter
-from api.dependency_errors import install_dependency_handlers
-from api.errors import install_error_handlers
+from api.errors import install_dependency_handlers, install_error_handlers
 from api.guards.admission import Admission
 from api.guards.drain import Drain, DrainGate
 from api.lowering.encrypted_content import ContentKeys
@@ -30,6 +29,7 @@ from api.routes import (
 )
 from api.schema.openapi import install_openapi
 from api.settings import ApiSettings
+from api.state import ApiState
 from journal import Journal
 from store.background_slots import BackgroundSlots
 from store.projector import Projector
@@ -50,59 +50,57 @@ async def _shut(what: str, step: Awaitable[None]) -> None:
                     error)
 
 
-def create_app(settings: ApiSettings | None = None) -> FastAPI:
+def create_app(settings: ApiSettings | None = None, drain: Drain | None = None) -> FastAPI:
+    """The app; `drain`: the replica's drain when the server running the app starts it
+    on SIGTERM (api/server.py), else the app makes its own."""
     settings = settings or ApiSettings()
     api_metrics = ApiMetrics()
+
+    drain = drain if drain is not None else Drain(settings.drain_timeout_s)
+    content_keys = ContentKeys.configured(settings.encryption_keys, settings.encryption_key_file)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         router = CacheRouter(settings.route_max_skew, settings.worker_ttl_s,
-                        settings.route_tokens_per_skew) if settings.routing else None
+                             settings.route_tokens_per_skew) if settings.routing else None
         journal = Journal(settings, name="spate-api",
                           route=router.choose if router is not None else None,
                           route_deadline_s=settings.route_deadline_s)
-        app.state.settings = settings
-        app.state.metrics = api_metrics
-        app.state.journal = journal
-        app.state.admission = Admission(
+        admission = Admission(
             settings.max_inflight, settings.key_max_open, settings.key_max_resumes
         )
-        app.state.store = None
-        app.state.slots = None
         journal.start()
-        routing = None
-        if router is not None:
-            app.state.router = router
-            routing = asyncio.create_task(router.start(journal))
-        projector = None
-        app.state.projector = None
+        routing = asyncio.create_task(router.start(journal)) if router is not None else None
+        store = slots = projector = None
         if settings.store_url:
-            store = app.state.store = RedisStore(
+            store = RedisStore(
                 settings.store_url, settings.store_ttl_s, pool_size=settings.store_pool_size,
                 pool_wait_s=settings.store_pool_wait_s,
             )
-            app.state.slots = BackgroundSlots(store.client, settings.background_slot_ttl_s)
-            projector = app.state.projector = Projector(journal, store, app.state.slots)
+            slots = BackgroundSlots(store.client, settings.background_slot_ttl_s)
+            projector = Projector(journal, store, slots)
             # Without its loop the projector still catches a response up on request
             # (read-your-writes for what this replica served).
             if settings.store_projector:
                 projector.start()
+        app.state.api = ApiState(
+            settings=settings, metrics=api_metrics, drain=drain, content_keys=content_keys,
+            journal=journal, admission=admission, store=store, slots=slots,
+            projector=projector, cache_router=router,
+        )
         try:
             yield
         finally:
             if projector is not None:
                 await _shut("the store's projection", projector.stop())
-            if app.state.store is not None:
-                await _shut("the response store", app.state.store.close())
+            if store is not None:
+                await _shut("the response store", store.close())
             if routing is not None:
                 routing.cancel()
             await _shut("NATS", journal.close())
 
     app = FastAPI(title="spate", version="0.1.0", lifespan=lifespan)
-    app.state.drain = Drain(settings.drain_timeout_s)
-    app.state.content_keys = ContentKeys.configured(settings.encryption_keys,
-                                                    settings.encryption_key_file)
-    app.add_middleware(DrainGate, drain=app.state.drain)
+    app.add_middleware(DrainGate, drain=drain)
     install_error_handlers(app)
     app.add_middleware(RequestMetrics, metrics=api_metrics)
 

@@ -1,4 +1,5 @@
-"""Typed dependencies: handlers get the lifespan's objects through these, never globals.
+"""Typed dependencies: handlers get the lifespan's objects (api/state.py's ApiState) through
+these, never globals.
 
 Every dependency is `async def` though none awaits anything: FastAPI runs a plain `def`
 dependency on a worker thread, and the nine a create resolves cost it about a millisecond of
@@ -19,38 +20,38 @@ from api.guards.drain import Drain
 from api.lowering.encrypted_content import ContentKeys
 from api.metrics import ApiMetrics
 from api.settings import ApiSettings
+from api.state import api_state
 from journal import Journal
+from store import Store
 
 
-# app.state is untyped; these are where its objects get their types back.
 async def get_settings(request: Request) -> ApiSettings:
-    settings: ApiSettings = request.app.state.settings
-    return settings
+    return api_state(request).settings
 
 
 async def get_journal(request: Request) -> Journal:
-    journal: Journal = request.app.state.journal
-    return journal
+    return api_state(request).journal
 
 
 async def get_admission(request: Request) -> Admission:
-    admission: Admission = request.app.state.admission
-    return admission
+    return api_state(request).admission
 
 
 async def get_metrics(request: Request) -> ApiMetrics:
-    metrics: ApiMetrics = request.app.state.metrics
-    return metrics
+    return api_state(request).metrics
 
 
 async def get_drain(request: Request) -> Drain:
-    drain: Drain = request.app.state.drain
-    return drain
+    return api_state(request).drain
 
 
 async def get_content_keys(request: Request) -> ContentKeys:
-    keys: ContentKeys = request.app.state.content_keys
-    return keys
+    return api_state(request).content_keys
+
+
+async def get_store(request: Request) -> Store | None:
+    """The response store; None with it off (SPATE_STORE_URL unset)."""
+    return api_state(request).store
 
 
 async def require_api_key(request: HTTPConnection) -> None:
@@ -60,7 +61,7 @@ async def require_api_key(request: HTTPConnection) -> None:
 
 def check_api_key(request: HTTPConnection) -> None:
     """A 401 unless API keys are off or the request (or WebSocket upgrade) presents one."""
-    keys = request.app.state.settings.api_key_set
+    keys = api_state(request).settings.api_key_set
     if not keys:
         return
     if _presented_key(request) is None:
@@ -76,7 +77,7 @@ def _presented_key(request: HTTPConnection) -> str | None:
     if scheme.lower() != "bearer" or not token:
         return None
     found = None
-    for key in request.app.state.settings.api_key_set:
+    for key in api_state(request).settings.api_key_set:
         if hmac.compare_digest(key.encode(), token.encode()):
             found = key
     return found
@@ -107,3 +108,4 @@ AdmissionDep = Annotated[Admission, Depends(get_admission)]
 MetricsDep = Annotated[ApiMetrics, Depends(get_metrics)]
 DrainDep = Annotated[Drain, Depends(get_drain)]
 ContentKeysDep = Annotated[ContentKeys, Depends(get_content_keys)]
+StoreDep = Annotated[Store | None, Depends(get_store)]

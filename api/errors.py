@@ -1,4 +1,5 @@
-"""OpenAI-shaped error bodies, and the handlers that make every failure one of them."""
+"""OpenAI-shaped error bodies, and the handlers that make every failure one of them: a
+failing dependency (NATS, the store) is a 503 that names it and says nothing more."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from events.request_settings import FIXED_MESSAGE_ERROR
+from journal import JournalUnavailable, PayloadTooLarge, ResponseIdTaken
+from store import StoreError
 
 log = logging.getLogger("spate.api")
 
@@ -86,6 +89,15 @@ def response_not_found(response_id: str, *, param: str = "response_id", why: str
     return APIError(404, f"{message} {why}" if why else message, param=param, code="not_found")
 
 
+def conversation_not_found(
+    conversation_id: str, *, param: str = "conversation_id", why: str = ""
+) -> APIError:
+    """The 404 for a conversation id nothing knows; `why` adds a sentence (the store being
+    off, say)."""
+    message = f"Conversation with id '{conversation_id}' not found."
+    return APIError(404, f"{message} {why}" if why else message, param=param, code="not_found")
+
+
 def param_path(loc: tuple[Any, ...]) -> str:
     """('body', 'input', 0, 'content') -> 'input[0].content', as OpenAI names params."""
     path = ""
@@ -153,3 +165,46 @@ def install_error_handlers(app: FastAPI) -> None:
                        "param": None, "code": None}},
             status_code=500,
         )
+
+
+# How a failing dependency (NATS, the response store) reaches a client: a 503 naming the
+# dependency and nothing else; its address and its driver's message go to the log only:
+# they describe the deployment, which is no client's business. A request event too large
+# for NATS and a client-chosen id claimed first get their own 413 and 409.
+BUS_UNAVAILABLE = "The message bus (NATS) is unavailable; try again shortly."
+STORE_UNAVAILABLE = "The response store is unavailable; try again shortly."
+
+
+def bus_unavailable(error: Exception) -> str:
+    """The client's message for a NATS failure, after logging what it was."""
+    log.warning("the message bus failed: %s", error)
+    return BUS_UNAVAILABLE
+
+
+# What a failure under a request reaches a client as, over HTTP or on a WebSocket.
+DEPENDENCY_ERRORS = (JournalUnavailable, StoreError, PayloadTooLarge, ResponseIdTaken)
+
+
+def dependency_error(error: Exception) -> APIError:
+    """The error a client gets for one of DEPENDENCY_ERRORS."""
+    if isinstance(error, PayloadTooLarge):
+        # Under SPATE_MAX_BODY_BYTES but over what NATS takes in one message.
+        return APIError(413, f"The request is too large: as an event it is {error.size} bytes, "
+                        f"and this server takes at most {error.limit}.", code="request_too_large")
+    if isinstance(error, ResponseIdTaken):
+        # Another request claimed the log of this client-chosen id first.
+        return request_id_taken(error.response_id)
+    if isinstance(error, StoreError):
+        # Unreachable, or refusing (e.g. a Redis in protected mode or out of memory): the
+        # store is a dependency that failed, never this server's 500.
+        log.warning("the response store failed: %s", error)
+        return APIError(503, STORE_UNAVAILABLE, code="store_unavailable")
+    return APIError(503, bus_unavailable(error), code="bus_unavailable")
+
+
+def install_dependency_handlers(app: FastAPI) -> None:
+    async def _failed(_: Request, error: Exception) -> JSONResponse:
+        return dependency_error(error).response()
+
+    for failure in DEPENDENCY_ERRORS:
+        app.add_exception_handler(failure, _failed)

@@ -125,6 +125,7 @@ def run_api(args: argparse.Namespace) -> None:
     import uvicorn
 
     from api.app import create_app
+    from api.guards.drain import Drain
     from api.guards.http_limits import server_options
     from api.server import DrainingServer, open_without_keys
 
@@ -133,14 +134,15 @@ def run_api(args: argparse.Namespace) -> None:
     logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
     # JSON logs: uvicorn's own loggers go through the root handler (one format a line).
     json_logs = CliSettings().log_format == "json"
-    app = create_app(settings)
+    drain = Drain(settings.drain_timeout_s)
+    app = create_app(settings, drain)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
                             timeout_graceful_shutdown=5, **server_options(settings),
                             log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG)
     exposed = open_without_keys(settings)
     if exposed is not None:
         logging.getLogger("spate.api").warning(exposed)
-    DrainingServer(config, app.state.drain).run()
+    DrainingServer(config, drain).run()
 
 
 def run_worker(args: argparse.Namespace) -> int:

@@ -14,8 +14,6 @@ import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator
 
-from fastapi import Request
-
 from api.errors import APIError
 from store.background_slots import BackgroundSlots
 
@@ -89,16 +87,16 @@ class Admission:
 
 @contextlib.asynccontextmanager
 async def background_slot(
-    request: Request, background: bool | None, owner: str | None, response_id: str
+    slots: BackgroundSlots | None, limit: int, background: bool | None, owner: str | None,
+    response_id: str,
 ) -> AsyncIterator[None]:
-    """Around publishing a request: for a background one, a slot of its key's bound held
-    in the store first (or 429), given back if publishing raises; the projection gives it
-    back when the response ends."""
-    slots: BackgroundSlots | None = request.app.state.slots
+    """Around publishing a request: for a background one, a slot of its key's bound
+    (`limit`, SPATE_KEY_MAX_BACKGROUND) held in the store's `slots` first (or 429), given
+    back if publishing raises; the projection gives it back when the response ends. With
+    the store off (`slots` None) nothing is held."""
     if not background or slots is None:
         yield
         return
-    limit = request.app.state.settings.key_max_background
     if not await slots.take(owner, response_id, limit):
         raise APIError(
             429, f"This API key has {limit} background responses that have not ended, its "

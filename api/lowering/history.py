@@ -6,13 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.errors import APIError, response_not_found
+from api.errors import APIError, conversation_not_found, response_not_found
 from api.lowering.accept import Recorded
 from api.lowering.stored_items import as_input, input_item_dicts
 from api.schema.fields import STORE_ENV
 from api.schema.input_items import ItemReference, MessageItem
 from api.schema.request import ResponsesRequest
-from api.store_access import conversation_not_found
 from store import ItemPage, Store
 
 PAGE = 100

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from starlette.requests import HTTPConnection
-
 from api.errors import ERROR_STATUS, APIError, request_id_taken
 from api.guards.limits import check_limits
 from api.lowering.accept import accept
@@ -18,10 +16,10 @@ from api.lowering.history import Context, context_of, recorded_of, resolved_refe
 from api.lowering.input_files import refuse_images, with_file_text
 from api.lowering.item_ids import check_unique_item_ids
 from api.lowering.tool_policy import check_server_tools
+from api.schema.fields import store_field_message
 from api.schema.input_items import CompactionItem, MessageItem
 from api.schema.request import ResponsesRequest
 from api.settings import ApiSettings
-from api.store_access import require_store_for_field, store_or_none
 from events import ModelCard, RequestAccepted
 from events.ids import new_response_id
 from journal import CountRefused, Journal
@@ -39,16 +37,16 @@ class BuiltRequest:
 
 
 async def request_event(
-    request: HTTPConnection, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    store: Store | None, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
     owner: str, content_keys: ContentKeys,
 ) -> RequestAccepted:
     """The event a create publishes: with the store on, as the store projects it."""
-    built = await built_request(request, journal, settings, body, owner, content_keys)
+    built = await built_request(store, journal, settings, body, owner, content_keys)
     return built.event
 
 
 async def built_request(
-    request: HTTPConnection, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    store: Store | None, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
     owner: str, content_keys: ContentKeys, chain: Context | None = None,
 ) -> BuiltRequest:
     """`request_event`, and what it was built from. `chain`: the turns before
@@ -57,7 +55,7 @@ async def built_request(
     check_priority(body, settings.priority_floor)
     check_server_tools(body, settings.server_tools)
     store, body, context, card = await _prepared(
-        request, journal, settings, body, owner, content_keys, chain)
+        store, journal, settings, body, owner, content_keys, chain)
     response_id = await response_id_for(store, body)
     model_input = expanded_compactions(with_context(body, context), content_keys, owner)
     compaction = None
@@ -101,13 +99,13 @@ async def compacted_if_long(
 
 
 async def would_be_event(
-    request: HTTPConnection, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    store: Store | None, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
     owner: str, content_keys: ContentKeys,
 ) -> RequestAccepted:
     """The event a create would publish, never published: a worker renders it as it
     would (to count its input tokens)."""
     _, body, context, card = await _prepared(
-        request, journal, settings, body, owner, content_keys)
+        store, journal, settings, body, owner, content_keys)
     event = accept(expanded_compactions(with_context(body, context), content_keys, owner),
                    new_response_id(), card.default_sampling, owner=owner)
     check_limits(event)
@@ -115,26 +113,26 @@ async def would_be_event(
 
 
 async def conversation_items(
-    request: HTTPConnection, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    store: Store | None, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
     owner: str, content_keys: ContentKeys,
 ) -> tuple[ResponsesRequest, ModelCard]:
     """The request with the earlier turns it builds on before its own input, compaction
     items opened (the conversation `POST /v1/responses/compact` compacts), and its model's
     card."""
     _, body, context, card = await _prepared(
-        request, journal, settings, body, owner, content_keys)
+        store, journal, settings, body, owner, content_keys)
     return expanded_compactions(with_context(body, context), content_keys, owner), card
 
 
 async def _prepared(
-    request: HTTPConnection, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
+    store: Store | None, journal: Journal, settings: ApiSettings, body: ResponsesRequest,
     owner: str, content_keys: ContentKeys, chain: Context | None = None,
 ) -> tuple[Store | None, ResponsesRequest, Context, ModelCard]:
     """The store the request uses, the body with its sealed reasoning opened, its item
     references resolved and its files read into text, the earlier turns it builds on
     (`chain` when given), and its model's card."""
     body = opened_reasoning(body, content_keys, owner)
-    store = stateful_store(request, body, chained=chain is not None)
+    store = stateful_store(store, body, chained=chain is not None)
     body = await resolved_references(store, body, owner)
     if chain is not None:
         context = chain
@@ -164,18 +162,19 @@ def check_priority(body: ResponsesRequest, floor: int) -> None:
 
 
 def stateful_store(
-    request: HTTPConnection, body: ResponsesRequest, chained: bool = False
+    store: Store | None, body: ResponsesRequest, chained: bool = False
 ) -> Store | None:
-    """The store this request uses, or None; a 400 for a stateful field it cannot have
-    (`previous_response_id` can do without the store when the caller holds the chain)."""
-    store = store_or_none(request)
+    """The store this request uses (the server's, or None with it off); a 400 for a
+    stateful field it cannot have (`previous_response_id` can do without the store when
+    the caller holds the chain)."""
     previous = None if chained else body.previous_response_id
     wanted = [name for name, value in (
         ("background", body.background), ("previous_response_id", previous),
         ("conversation", body.conversation)) if value]
     if store is None:
-        for name in wanted:
-            require_store_for_field(request, name)
+        if wanted:
+            raise APIError(400, store_field_message(wanted[0]), param=wanted[0],
+                           code="invalid_value")
         return None
     if body.background and body.store is False:
         raise APIError(400, "'background' needs 'store' to be true: a background response "

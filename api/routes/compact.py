@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import Field
 
-from api.deps import ContentKeysDep, JournalDep, OwnerDep, SettingsDep, require_api_key
+from api.deps import ContentKeysDep, JournalDep, OwnerDep, SettingsDep, StoreDep, require_api_key
 from api.errors import APIError
 from api.lowering.compaction import compact, compacted_response, kept_whole
 from api.lowering.request_event import conversation_items
@@ -39,7 +39,7 @@ class CompactRequest(StrictModel):
 @router.post("/v1/responses/compact")
 async def compact_conversation(
     request: Request, journal: JournalDep, settings: SettingsDep, owner: OwnerDep,
-    content_keys: ContentKeysDep,
+    content_keys: ContentKeysDep, store: StoreDep,
 ) -> dict[str, Any]:
     body = await read_body(request, CompactRequest, settings.max_body_bytes)
     given = body.input or None  # an empty list or string adds nothing to the conversation
@@ -55,7 +55,7 @@ async def compact_conversation(
             "safety_identifier": body.safety_identifier,
         }.items() if value is not None
     })
-    merged, card = await conversation_items(request, journal, settings, as_request, owner,
+    merged, card = await conversation_items(store, journal, settings, as_request, owner,
                                             content_keys)
     items = merged.input if isinstance(merged.input, list) else [
         MessageItem(role="user", content=merged.input)]

@@ -9,13 +9,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 
 from api.deps import OwnerDep, SettingsDep, require_api_key
-from api.errors import APIError
+from api.errors import APIError, conversation_not_found
 from api.lowering.item_ids import check_new_conversation_items, check_unique_item_ids
 from api.lowering.stored_items import item_dicts
 from api.schema.body import read_body
 from api.schema.conversation import ConversationCreate, ConversationUpdate, ItemsCreate
 from api.schema.request import INCLUDABLE
-from api.store_access import conversation_not_found, require_store_for_conversation
+from api.state import require_store_for_conversation
 from store import ItemPage, Store, StoredConversation
 
 router = APIRouter(dependencies=[Depends(require_api_key)])

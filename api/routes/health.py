@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from api.dependency_errors import bus_unavailable
 from api.deps import JournalDep
+from api.errors import bus_unavailable
 from journal import JournalUnavailable
 
 router = APIRouter()

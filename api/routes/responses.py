@@ -17,6 +17,7 @@ from api.deps import (
     MetricsDep,
     OwnerDep,
     SettingsDep,
+    StoreDep,
     require_api_key,
 )
 from api.guards.admission import background_slot
@@ -24,6 +25,7 @@ from api.lowering.encrypted_content import sealer_for
 from api.lowering.request_event import request_event
 from api.metrics import ResponseTimer
 from api.schema.body import read_request
+from api.state import api_state
 from api.streaming import background_reply, json_reply, live_sse_reply, open_live_response
 from journal.trace_context import TRACEPARENT_HEADER, trace_id_of, valid_traceparent
 
@@ -35,13 +37,16 @@ log = logging.getLogger("spate.api")
 async def create_response(
     request: Request, journal: JournalDep, settings: SettingsDep, admission: AdmissionDep,
     owner: OwnerDep, metrics: MetricsDep, drain: DrainDep, content_keys: ContentKeysDep,
+    store: StoreDep,
 ) -> Any:
     timer = ResponseTimer(metrics, asyncio.get_running_loop().time)
     traceparent = valid_traceparent(request.headers.get(TRACEPARENT_HEADER))
     body = await read_request(request, settings.max_body_bytes)
-    event = await request_event(request, journal, settings, body, owner, content_keys)
+    event = await request_event(store, journal, settings, body, owner, content_keys)
     claim = body.request_id is not None
-    async with background_slot(request, event.background, owner, event.response_id):
+    slots = api_state(request).slots
+    async with background_slot(slots, settings.key_max_background, event.background, owner,
+                               event.response_id):
         if event.background and not event.stream:
             return await background_reply(request, journal, event, traceparent, claim=claim)
         seal = sealer_for(body, content_keys, owner)

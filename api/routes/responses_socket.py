@@ -9,6 +9,7 @@ from fastapi import APIRouter, WebSocket
 
 from api.deps import check_api_key, owner_of
 from api.errors import APIError
+from api.state import api_state
 from api.websocket.session import SocketSession
 
 router = APIRouter()
@@ -22,8 +23,9 @@ CLOSE_POLICY_VIOLATION = 1008
 async def responses_socket(socket: WebSocket) -> None:
     try:
         check_api_key(socket)
-        if socket.app.state.drain.draining:
-            raise socket.app.state.drain.refusal()
+        drain = api_state(socket).drain
+        if drain.draining:
+            raise drain.refusal()
     except APIError as error:
         await refuse(socket, error)
         return

@@ -13,7 +13,7 @@ from api.deps import AdmissionDep, DrainDep, JournalDep, OwnerDep, SettingsDep, 
 from api.errors import APIError, response_not_found
 from api.lowering.accept import LOGPROBS_INCLUDE
 from api.schema.request import INCLUDABLE
-from api.store_access import require_store_for_id
+from api.state import require_store_for_id
 from api.streaming import resumed_sse_reply
 from events import TERMINAL_STATUSES
 from store import Store, StoredResponse

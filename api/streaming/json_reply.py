@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api.errors import ERROR_STATUS, APIError
 from api.guards.drain import SHUTTING_DOWN
-from api.store_access import projector_of
+from api.state import projector_of
 from api.streaming.live_response import LiveResponse
 from events import RequestAccepted, ResponseFold
 from journal import Journal, JournalUnavailable

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from api.dependency_errors import bus_unavailable
+from api.errors import bus_unavailable
 from api.guards.admission import Admission, Slot
 from api.guards.drain import SHUTTING_DOWN, Drain
 from api.metrics import ResponseTimer

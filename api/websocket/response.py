@@ -14,6 +14,7 @@ from api.errors import APIError
 from api.lowering.encrypted_content import ReasoningSealer
 from api.lowering.request_event import BuiltRequest
 from api.metrics import ResponseTimer
+from api.state import ApiState
 from api.streaming import open_live_response
 from api.websocket.protocol import server_event
 from events import GenerationFinished, RequestAccepted, ResponseFold
@@ -26,7 +27,7 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 async def streamed(
-    state: Any, built: BuiltRequest, seal: ReasoningSealer | None, stream_id: str | None,
+    state: ApiState, built: BuiltRequest, seal: ReasoningSealer | None, stream_id: str | None,
     send: Send,
 ) -> dict[str, Any] | None:
     """Publish the request, send its events to the lane, and return the final Response
@@ -63,7 +64,7 @@ def warm_request(event: RequestAccepted) -> RequestAccepted:
     })
 
 
-async def warmed(state: Any, built: BuiltRequest, stream_id: str | None, send: Send
+async def warmed(state: ApiState, built: BuiltRequest, stream_id: str | None, send: Send
                  ) -> dict[str, Any]:
     """`generate: false`: the request checked and lowered as for a generated turn, its
     history then held by the connection under a response id, with no output, once a

@@ -14,14 +14,14 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from api.dependency_errors import DEPENDENCY_ERRORS, dependency_error
-from api.errors import APIError
+from api.errors import DEPENDENCY_ERRORS, APIError, dependency_error
 from api.lowering.encrypted_content import sealer_for
 from api.lowering.history import Context, conversation_id_of
 from api.lowering.request_event import built_request
 from api.lowering.stored_items import input_item_dicts
 from api.schema.body import validated
 from api.schema.request import ResponsesRequest
+from api.state import api_state
 from api.websocket.chains import HeldChains, unanswered_output
 from api.websocket.protocol import ClientCreate, SocketError, error_event, parse_create
 from api.websocket.response import streamed, warmed
@@ -42,11 +42,11 @@ class Lane:
 
 class SocketSession:
     def __init__(self, socket: WebSocket, owner: str) -> None:
-        state = socket.app.state
+        self.state = api_state(socket)
         self.socket = socket
         self.owner = owner
-        self.settings = state.settings
-        self.store = state.store
+        self.settings = self.state.settings
+        self.store = self.state.store
         self.chains = HeldChains(self.settings.ws_held_bytes)
         self.lanes: dict[str | None, Lane] = {}
         self.queued = 0
@@ -91,8 +91,8 @@ class SocketSession:
         """Queue one client event on its lane, or answer it with an error event."""
         try:
             create = parse_create(message, self.settings.max_body_bytes)
-            if self.socket.app.state.drain.draining:
-                raise SocketError(self.socket.app.state.drain.refusal(), create.stream_id)
+            if self.state.drain.draining:
+                raise SocketError(self.state.drain.refusal(), create.stream_id)
             self._enqueue(create)
         except SocketError as error:
             await self.send(error_event(error, error.stream_id))
@@ -134,10 +134,10 @@ class SocketSession:
                 del self.lanes[create.stream_id]
 
     async def _answer(self, create: ClientCreate) -> None:
-        state = self.socket.app.state
+        state = self.state
         try:
             request = validated(create.body, ResponsesRequest)
-            built = await built_request(self.socket, state.journal, self.settings, request,
+            built = await built_request(self.store, state.journal, self.settings, request,
                                         self.owner, state.content_keys, self._chain(request))
             seal = sealer_for(built.body, state.content_keys, self.owner)
             response = (await streamed(state, built, seal, create.stream_id, self.send)
