@@ -103,7 +103,7 @@ def run_codex(
     codex: Path, base_url: str, home: Path, workdir: Path, prompt: str, model: str,
     config: list[str], timeout: float,
 ) -> subprocess.CompletedProcess[str]:
-    """`codex exec` pointed at `base_url` with `wire_api = "responses"`, as the README
+    """`codex exec` pointed at `base_url` with `wire_api = "responses"`, as docs/guide.md
     shows, plus `config` (`key=value` overrides)."""
     overrides = [
         f'model_providers.spate={{name="spate",base_url="{base_url}/v1",wire_api="responses"}}',

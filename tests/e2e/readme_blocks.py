@@ -1,5 +1,6 @@
-"""README.md's fenced examples, each with the section it sits in, and how to run one as a
-reader would: Python pasted into one session per section, shell lines in bash."""
+"""The fenced examples of README.md and of the pages its longer examples live on, each with
+the page and section it sits in, and how to run one as a reader would: Python pasted into
+one session per section, shell lines in bash."""
 
 from __future__ import annotations
 
@@ -14,12 +15,17 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+# Pages whose every example runs in test_readme_examples.py: the README and the pages it
+# sends a reader on to for more (what it shows, how to deploy it, how to work on it).
+EXAMPLE_PAGES = (README, ROOT / "docs" / "guide.md", ROOT / "docs" / "deployment.md",
+                 ROOT / "docs" / "development.md")
 # Where the README's examples expect the API: `make serve`'s address.
 README_ADDRESS = "localhost:8000"
 
 
 @dataclass(frozen=True)
 class Block:
+    page: str  # relative to the repository: README.md, docs/guide.md
     section: str  # the `## ` heading above it
     language: str  # the fence's info string; "" for a plain block
     text: str
@@ -30,7 +36,14 @@ class Block:
         return self.text.replace(README_ADDRESS, base_url.removeprefix("http://"))
 
 
+def example_blocks() -> list[Block]:
+    """Every example page's blocks."""
+    return [block for page in EXAMPLE_PAGES for block in readme_blocks(page)]
+
+
 def readme_blocks(path: Path = README) -> list[Block]:
+    """One page's blocks."""
+    page = str(path.relative_to(ROOT))
     blocks: list[Block] = []
     section = ""
     opened: tuple[str, int] | None = None
@@ -42,20 +55,20 @@ def readme_blocks(path: Path = README) -> list[Block]:
             elif line.startswith("```"):
                 opened, body = (line[3:].strip(), number), []
         elif line.strip() == "```":
-            blocks.append(Block(section, opened[0], "\n".join(body) + "\n", opened[1]))
+            blocks.append(Block(page, section, opened[0], "\n".join(body) + "\n", opened[1]))
             opened = None
         else:
             body.append(line)
     if opened is not None:
-        raise ValueError(f"README.md: the block opened at line {opened[1]} never closes")
+        raise ValueError(f"{page}: the block opened at line {opened[1]} never closes")
     return blocks
 
 
 def block_with(snippet: str, blocks: list[Block] | None = None) -> Block:
-    """The one block holding `snippet`."""
-    found = [block for block in blocks or readme_blocks() if snippet in block.text]
+    """The one block of the example pages holding `snippet`."""
+    found = [block for block in blocks or example_blocks() if snippet in block.text]
     if len(found) != 1:
-        raise LookupError(f"{len(found)} README blocks hold {snippet!r}, not one")
+        raise LookupError(f"{len(found)} example blocks hold {snippet!r}, not one")
     return found[0]
 
 
@@ -63,7 +76,7 @@ def run_python(block: Block, base_url: str, namespace: dict[str, Any]) -> str:
     """Runs the block in `namespace` (a reader's session: names from earlier blocks of the
     section are there) and returns what it printed."""
     printed = io.StringIO()
-    code = compile(block.at(base_url), f"README.md, block at line {block.line}", "exec")
+    code = compile(block.at(base_url), f"{block.page}, block at line {block.line}", "exec")
     with contextlib.redirect_stdout(printed):
         exec(code, namespace)
     return printed.getvalue()

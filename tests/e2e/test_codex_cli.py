@@ -14,7 +14,7 @@ from tests.e2e.codex_cli import RecordingProxy, codex_executable, run_codex
 # What Codex prints when a stream fails with the typed context_length_exceeded error.
 CONTEXT_WINDOW_MESSAGE = "ran out of room in the model's context window"
 # Codex's settings that fit the default model's 8k context: short instructions and no
-# tools but the one Codex always keeps (the README's Codex section shows the same).
+# tools but the one Codex always keeps (docs/guide.md's Codex section shows the same).
 SMALL_CONFIG = [
     "features.multi_agent=false", "features.goals=false", "features.view_image=false",
     "features.unified_exec=false", "features.shell_tool=false", "features.apps=false",

@@ -1,9 +1,10 @@
-"""Every example in README.md, run as a reader would against real processes: the session's
-nats-server, worker (the default model) and API, and an API with the store on a real
-redis-server where an example needs the store. Python blocks of one section run in one
-namespace, in order, as pasted into one session; shell lines run in bash; `localhost:8000`
-becomes the fixture's address. A block neither run here nor listed in NOT_RUN fails
-`test_every_example_is_run_or_listed`."""
+"""Every example in README.md and the pages it sends a reader on to (docs/guide.md,
+docs/deployment.md, docs/development.md: readme_blocks.EXAMPLE_PAGES), run as a reader
+would against real processes: the session's nats-server, worker (the default model) and
+API, and an API with the store on a real redis-server where an example needs the store.
+Python blocks of one section run in one namespace, in order, as pasted into one session;
+shell lines run in bash; `localhost:8000` becomes the fixture's address. A block neither
+run here nor listed in NOT_RUN fails `test_every_example_is_run_or_listed`."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ from tests.e2e.readme_blocks import (
     ROOT,
     bash,
     block_with,
+    example_blocks,
     finish,
     reader_env,
-    readme_blocks,
     run_python,
     start_script,
 )
@@ -38,7 +39,6 @@ NOT_RUN = {
     "make serve   #": "starts the whole stack itself, and `make test` runs every test: "
                      "this test's fixtures are that stack",
     "make test                   #": "the test suite and the benchmarks themselves",
-    "HTTP client ──POST": "a diagram",
     'model_provider = "spate"': "Codex CLI's configuration (TOML); tests/e2e/test_codex_cli.py "
                                 "runs Codex with it",
     "model_instructions_file": "Codex CLI's configuration (TOML); tests/e2e/test_codex_cli.py "
@@ -64,12 +64,14 @@ OTHER_QUESTIONS = ("What is 12 + 30?", "Name three colors.")
 
 
 def test_every_example_is_run_or_listed() -> None:
-    blocks = readme_blocks()
+    blocks = example_blocks()
+    assert {block.page for block in blocks} == {
+        "README.md", "docs/guide.md", "docs/deployment.md", "docs/development.md"}
     for block in blocks:
         claims = [snippet for snippet in (*NOT_RUN, *RUN) if snippet in block.text]
         assert len(claims) == 1, (
-            f"README.md line {block.line} ({block.section}): claimed by {claims}; run it in a "
-            "test here, or list it in NOT_RUN with the reason it cannot run")
+            f"{block.page} line {block.line} ({block.section}): claimed by {claims}; run it "
+            "in a test here, or list it in NOT_RUN with the reason it cannot run")
     for snippet in (*NOT_RUN, *RUN):
         block_with(snippet, blocks)  # no entry outlives its block
     assert set(RUN.values()) <= set(globals()), "RUN names a test that does not exist"
