@@ -66,8 +66,8 @@ test: install
 
 # kernels/ is checked where the packages below import it; triton itself is untyped.
 lint: install
-	$(VENV)/bin/ruff check api events journal workers kernels store cli tests benchmarks examples
-	$(VENV)/bin/mypy api events journal store workers cli examples
+	$(VENV)/bin/ruff check api events journal workers kernels store cli tests benchmarks examples harness
+	$(VENV)/bin/mypy api events journal store workers cli examples harness
 
 bench: install
 	$(PY) benchmarks/bench_stream.py

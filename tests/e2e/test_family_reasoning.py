@@ -1,5 +1,5 @@
 """Each served family thinks through the public API: a worker per family serves a tiny
-checkpoint with a real template and think markers (tests/model/thinking_checkpoints.py),
+checkpoint with a real template and think markers (tests/workers/model/thinking_checkpoints.py),
 and a streamed Responses request with a thinking budget, read by the official SDK with
 strict validation, gets a reasoning item of exactly the budget's tokens, the family's own
 end marker forced after them, then the answer in a message item."""
@@ -14,13 +14,13 @@ import openai
 import pytest
 
 from tests.conftest import MODEL_LOAD_TIMEOUT, Stack
-from tests.model.thinking_checkpoints import (
+from tests.processes import SpateProcess, wait_for
+from tests.workers.model.thinking_checkpoints import (
     QUESTION,
     THINKING_FAMILIES,
     ThinkingPath,
     write_thinking_checkpoint,
 )
-from tests.processes import SpateProcess, wait_for
 
 BUDGET = 5  # under the thinking cycle's 7 words, so the cut shows
 # Enough blocks for the longest prompt (SmolLM3's system prompt, about 1,050 tokens):

@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.tiny_checkpoint import write_tiny_checkpoint
 from kernels import BACKEND_OPS
 from tests.conftest import Stack
-from tests.model.tiny_checkpoint import write_tiny_checkpoint
 from tests.processes import SpateProcess, wait_for
 
 PROMPTS = ["The capital of France", "def add(a, b):", "Emoji 🤗 and accents"]

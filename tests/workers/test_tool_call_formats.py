@@ -11,7 +11,7 @@ import pytest
 import xgrammar as xgr
 
 from events import ChatMessage, RequestAccepted, ToolDefinition
-from tests.model.family_templates import FAMILY_TEMPLATES
+from tests.workers.model.family_templates import FAMILY_TEMPLATES
 from workers.engine.grammar import GrammarCompiler
 from workers.model.chat_template import ChatTemplate
 from workers.model.model_profile import detect_profile

@@ -33,7 +33,7 @@ class ModelRunner:
         self.ops = self._use_backend(config.kernels)
         # Whether a row's bits are the same at any thread count, so that decode steps may
         # change it with their width: the fused ops, and every linear on the fused
-        # quantized op (tests/model/test_quantized_linear.py, tests/kernels/test_cpu_ops.py).
+        # quantized op (tests/workers/model/test_quantized_linear.py, tests/kernels/test_cpu_ops.py).
         self.thread_invariant = self.ops.backend == "cpu" and only_group_linears(self.model)
         self.wide_decode_rows = config.wide_decode_rows if self.thread_invariant else None
         # Whether a token computed in a prefill gets the bits of a decode step, so that

@@ -3,7 +3,7 @@
 Where every linear of a layer is a `GroupLinear` (the GGUF file's own groups on the fused
 quantized op) and the model's layers are Llama's plain ones (`CausalLM.fusable`), `decoder_layers`
 (kernels/cpu/decoder_layers.cpp) runs the whole stack: the very calls the modules make,
-in their order, so the same bits (tests/model/test_fused_layers.py), without the Python
+in their order, so the same bits (tests/workers/model/test_fused_layers.py), without the Python
 and the dispatch of about ten op calls a layer. At one decode row those cost as much as
 the attention does. Its weights are built once, named as the modules name them.
 """

@@ -166,7 +166,7 @@ WEIGHT_FORMATS = ("auto", "quantized", "bf16")
 # the fused op a quantized linear computes with exactly the dequantized weights in
 # float32, one fixed order per output: the logits meet the float32 reference to 1e-4, a
 # row's bits never depend on its batch, and a prefilled row gets a decode step's bits, so
-# a resumed response repeats the uninterrupted run (tests/engine/test_exact_resume.py).
+# a resumed response repeats the uninterrupted run (tests/workers/engine/test_exact_resume.py).
 # It reads a quarter of bf16's bytes: 2.4x bf16 at one sequence and ahead at 8, while
 # bf16 wins at 32 on a CPU with AMX (docs/performance.md), where `--weights bf16` is the
 # setting for many concurrent streams. torch's int4/int8 kernels (without the fused ops)

@@ -134,7 +134,7 @@ class Int4Linear(nn.Module):
 
     Q4_1's d * q + m is (q - 8) * d + (m + 8 d), so scale d and zero m + 8 d (in the
     activation dtype; bf16 rounds them like it rounds a dense weight). Each output row is
-    summed in one fixed order whatever the batch (tests/model/test_quantized_linear.py),
+    summed in one fixed order whatever the batch (tests/workers/model/test_quantized_linear.py),
     so unlike oneDNN's bf16 kernel it needs no fixed row blocks.
     """
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
+from harness.tiny_checkpoint import write_tiny_checkpoint
 from kernels import cpu_ops
 from tests.kernels.test_cpu_ops import ISA_CHECK_SOURCES, PROBES, _other_isa
-from tests.model.k_quant_writer import quantize_q4_k, quantize_q6_k
-from tests.model.paged_runner import PagedRunner
-from tests.model.test_fused_layers import run_steps
-from tests.model.test_gguf_loader import _write_gguf
-from tests.model.tiny_checkpoint import write_tiny_checkpoint
+from tests.workers.model.k_quant_writer import quantize_q4_k, quantize_q6_k
+from tests.workers.model.paged_runner import PagedRunner
+from tests.workers.model.test_fused_layers import run_steps
+from tests.workers.model.test_gguf_loader import _write_gguf
 from workers.model import load_model
 from workers.model.fused_layers import FusedLayers
 from workers.model.group_quantized import concat_rows

@@ -9,8 +9,12 @@ from typing import Any
 import pytest
 from tokenizers import AddedToken
 
-from tests.model.family_templates import FAMILY_TEMPLATES, FamilyTemplate, transformers_render
-from tests.model.tiny_checkpoint import build_tokenizer
+from harness.tiny_checkpoint import build_tokenizer
+from tests.workers.model.family_templates import (
+    FAMILY_TEMPLATES,
+    FamilyTemplate,
+    transformers_render,
+)
 from workers.engine.sampling_params import SamplingParams as Params
 from workers.engine.sequence import Sequence
 from workers.engine.thinking_budget import ReasoningMarkers, ThinkEvent, ThinkingBudget

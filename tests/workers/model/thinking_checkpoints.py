@@ -11,7 +11,7 @@ start marker (or, where the template opened the block, straight into the thinkin
 thinking is a cycle of words that never closes the block, the end marker leads to a
 two-word answer and the answer to the end of turn. The family's layers run as they are
 (transformers' initialization, small against unit-size embeddings), so the table holds
-whatever they compute; parity of the layers is tests/model/test_family_parity.py's business.
+whatever they compute; parity of the layers is tests/workers/model/test_family_parity.py's business.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from typing import Any
 import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from harness.tiny_checkpoint import CORPUS
 from tests.llama_cpp_source import llama_cpp_tree, template
 from workers.model.chat_template import ChatTemplate
 from workers.model.model_profile import detect_profile
 
 from .family_checkpoints import COMMON, SPECS, FamilySpec, architecture_of
-from .tiny_checkpoint import CORPUS
 
 QUESTION = "What is the capital of France?"
 THINK = ("<think>", "</think>")

@@ -16,9 +16,8 @@ from typing import Any
 
 import torch
 
+from harness.tiny_checkpoint import build_tokenizer
 from tests.llama_cpp_tools import convert_to_gguf, quantize
-
-from .tiny_checkpoint import build_tokenizer
 
 HIDDEN = 256
 WINDOW = 5

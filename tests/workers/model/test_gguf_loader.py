@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from harness.tiny_checkpoint import LLAMA_TEMPLATE, write_tiny_checkpoint
 from workers.model import load_model
 from workers.model.gguf_loader import unpermute_rope_rows
 
 from .paged_runner import PagedRunner
-from .tiny_checkpoint import LLAMA_TEMPLATE, write_tiny_checkpoint
 
 
 def llama_cpp_permute(weight: np.ndarray, num_heads: int) -> np.ndarray:

@@ -1,8 +1,8 @@
 """Parity with transformers, family by family: tiny random checkpoints transformers wrote
-(tests/model/family_checkpoints.py), loaded from the folder on the CPU path (fused ops and
+(tests/workers/model/family_checkpoints.py), loaded from the folder on the CPU path (fused ops and
 torch ops) and on the Triton path (interpreted here at tiny shapes), and converted by
 llama.cpp's own converter (F16, Q8_0) and quantizer (Q4_K_M): every family at F16, the
-quantized files once per distinct tensor layout (tests/model/family_checkpoints.py).
+quantized files once per distinct tensor layout (tests/workers/model/family_checkpoints.py).
 
 A folder's prefill logits must be within 1e-3 of transformers' at every position and its
 greedy continuation identical. A GGUF file's weights are rounded, so its logits get a

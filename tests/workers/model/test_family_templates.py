@@ -9,7 +9,11 @@ from typing import Any
 import jinja2
 import pytest
 
-from tests.model.family_templates import FAMILY_TEMPLATES, FamilyTemplate, transformers_render
+from tests.workers.model.family_templates import (
+    FAMILY_TEMPLATES,
+    FamilyTemplate,
+    transformers_render,
+)
 from workers.model.chat_template import ChatTemplate, ChatTemplateError
 
 WEATHER = {"type": "function", "function": {
@@ -116,7 +120,7 @@ def _transformers_inline(
     family: FamilyTemplate, source: str, messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
 ) -> str:
-    from tests.model.family_templates import _hf_tokenizer
+    from tests.workers.model.family_templates import _hf_tokenizer
 
     tokenizer = _hf_tokenizer(source, family.bos_token, family.eos_token)
     rendered: str = tokenizer.apply_chat_template(

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.tiny_checkpoint import write_tiny_checkpoint
 from workers.model import DEFAULT_MODEL, LoadedModel, load_model
 from workers.model.loader import served_model_path
 
 from .family_checkpoints import FamilyStore
-from .tiny_checkpoint import write_tiny_checkpoint
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -52,8 +53,8 @@ def build_tokenizer(with_think_tokens: bool) -> Tokenizer:
     return tokenizer
 
 
-def tiny_config(architecture: str, vocab_size: int) -> dict:
-    config = {
+def tiny_config(architecture: str, vocab_size: int) -> dict[str, Any]:
+    config: dict[str, Any] = {
         "vocab_size": vocab_size,
         "hidden_size": 64,
         "intermediate_size": 96,
@@ -94,7 +95,7 @@ def tiny_config(architecture: str, vocab_size: int) -> dict:
     return config
 
 
-def random_state_dict(config: dict, seed: int) -> dict[str, torch.Tensor]:
+def random_state_dict(config: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
 
     def normal(*shape: int, std: float = 0.15) -> torch.Tensor:
@@ -139,8 +140,8 @@ def random_state_dict(config: dict, seed: int) -> dict[str, torch.Tensor]:
 
 
 def write_tiny_checkpoint(
-    directory: Path, architecture: str, seed: int = 0, **config_overrides
-) -> tuple[dict, dict[str, torch.Tensor]]:
+    directory: Path, architecture: str, seed: int = 0, **config_overrides: Any
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """Write config.json, model.safetensors, tokenizer.json and the template; return (config, state)."""
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(with_think_tokens=architecture == "qwen3")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kernels import cpu_ops, get_ops
-from tests.model.paged_runner import PagedRunner
+from tests.workers.model.paged_runner import PagedRunner
 from workers.model import DEFAULT_MODEL, load_model
 from workers.model.fused_layers import FusedLayers
 

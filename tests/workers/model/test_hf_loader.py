@@ -6,10 +6,9 @@ import json
 
 import pytest
 
+from harness.tiny_checkpoint import QWEN3_TEMPLATE, write_tiny_checkpoint
 from workers.model import load_model
 from workers.model.hf_loader import read_hf_config
-
-from .tiny_checkpoint import QWEN3_TEMPLATE, write_tiny_checkpoint
 
 BASE = {
     "architectures": ["LlamaForCausalLM"],
