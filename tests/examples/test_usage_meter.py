@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from cli.nats_server import EmbeddedNats
 from events import GenerationFailed, GenerationFinished, Usage
+from events.subjects import EVENTS_STREAM, EVENTS_SUBJECT_PREFIX
 from examples.usage_meter import ModelUsage, UsageMeter, run
-from journal import JournalSettings
-from tests.journal.conftest import connect
+from harness.waits import until
+from journal import Journal, JournalSettings
+from tests.journal.conftest import connect, readers
 from tests.journal.test_log_reader import request
 
 
-async def test_usage_per_model_from_the_log(nats_server: EmbeddedNats) -> None:
+async def test_usage_per_model_from_the_log(
+    nats_server: EmbeddedNats, capsys: pytest.CaptureFixture[str]
+) -> None:
     journal = await connect(nats_server.url)
+    events = (EVENTS_STREAM, f"{EVENTS_SUBJECT_PREFIX}.>")
+    before = await readers(journal, *events)
     stop = asyncio.Event()
     meter_task = asyncio.ensure_future(
         run(JournalSettings(nats_url=nats_server.url), from_start=False, every_s=0.2, stop=stop)
     )
     try:
-        await asyncio.sleep(1.0)  # the meter follows from now on
+        # The meter follows from now on.
+        assert await until(lambda: new_reader(journal, events, before), timeout=20)
         for number, (model, output_tokens) in enumerate(
             [("meter-a", 5), ("meter-b", 7), ("meter-a", 11)]
         ):
@@ -33,7 +42,8 @@ async def test_usage_per_model_from_the_log(nats_server: EmbeddedNats) -> None:
         failing = journal.writer("resp_meter_failed", 1, await journal.take_lease("resp_meter_failed"))
         await failing.publish(GenerationFailed, code="engine_error", message="boom")
         await failing.flush()
-        await asyncio.sleep(1.5)
+        # Until the meter's report (printed every 0.2 s) counts all of them.
+        assert await until(lambda: counted_all(capsys), timeout=20)
     finally:
         stop.set()
         meter = await asyncio.wait_for(meter_task, 20)
@@ -44,6 +54,15 @@ async def test_usage_per_model_from_the_log(nats_server: EmbeddedNats) -> None:
                               reasoning_tokens=2),
     }
     assert "meter-a 2 0 6 16 4 0" in meter.report()
+
+
+async def new_reader(journal: Journal, events: tuple[str, str], before: set[str]) -> bool:
+    return bool(await readers(journal, *events) - before)
+
+
+def counted_all(capsys: pytest.CaptureFixture[str]) -> bool:
+    report = capsys.readouterr().out
+    return "meter-a 2 0 6 16 4 0" in report and "meter-b 1 1 3 7 2 0" in report
 
 
 def test_a_response_counts_once() -> None:

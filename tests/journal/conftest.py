@@ -18,6 +18,13 @@ async def connect(url: str, name: str = "spate-test", **settings: object) -> Jou
     return journal
 
 
+async def readers(journal: Journal, stream: str, subject: str) -> set[str]:
+    """The names of `stream`'s consumers that read `subject`: a tail started since the last
+    look has subscribed once a name is new."""
+    infos = await journal.connection.require().consumers_info(stream)
+    return {info.name for info in infos if info.config.filter_subject == subject}
+
+
 @pytest.fixture
 async def journal(nats_server: EmbeddedNats) -> AsyncIterator[Journal]:
     connected = await connect(nats_server.url)

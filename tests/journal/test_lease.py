@@ -9,6 +9,8 @@ import pytest
 
 from cli.nats_server import EmbeddedNats
 from events import GenerationFailed, GenerationStarted, TokensGenerated
+from events.subjects import EVENTS_STREAM
+from harness.waits import until
 from journal import Fenced, Journal
 from tests.journal.conftest import connect
 from tests.journal.test_log_reader import request
@@ -57,6 +59,15 @@ async def test_a_take_over_write_fences_the_worker(journal: Journal) -> None:
     assert [type(event) for event in await journal.read_log(rid)][1:] == [GenerationFailed]
 
 
+async def streams_declared(journal: Journal) -> bool:
+    """Whether the journal is back on NATS and has declared its streams there again."""
+    try:
+        await journal.connection.require().stream_info(EVENTS_STREAM)
+    except Exception:
+        return False
+    return True
+
+
 async def test_a_lease_lost_with_the_servers_data_is_taken_again() -> None:
     server = EmbeddedNats().start()
     try:
@@ -65,7 +76,7 @@ async def test_a_lease_lost_with_the_servers_data_is_taken_again() -> None:
         writer = journal.writer(rid, 1, await journal.take_lease(rid))
         server.stop()  # its data folder goes with it: it comes back empty
         server = EmbeddedNats(port=server.port).start()
-        await asyncio.sleep(1.5)
+        assert await until(lambda: streams_declared(journal), timeout=30)
         await writer.publish(GenerationStarted, worker_id="w", input_tokens=1)
         await writer.flush()
         assert not writer.fenced

@@ -4,11 +4,11 @@ worker's routed requests are found and taken over by a worker that adopts them."
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from events.subjects import direct_subject, worker_client_name
+from harness.waits import until
 from journal import Journal, JournalSettings
 from journal.routing import fall_back, first_lease, lease_holder
 from tests.journal.conftest import connect
@@ -104,8 +104,11 @@ async def test_a_stopped_workers_routed_requests_are_adopted(journal: Journal) -
         js = journal.connection.require()
         assert await lease_holder(js, "SPATE_EVENTS", rid) == worker_client_name("worker-adopter")
         await redelivered[0].ack()
-        await asyncio.sleep(0.2)
-        assert await adopter.orphaned_routes(event.model, live) == []
+
+        async def nothing_orphaned() -> bool:
+            return await adopter.orphaned_routes(event.model, live) == []
+
+        assert await until(nothing_orphaned, timeout=10)  # once the server has the ack
         await adopted.close()
     finally:
         await stopped.close()

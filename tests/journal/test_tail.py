@@ -12,7 +12,15 @@ from typing import Any
 
 from cli.nats_server import EmbeddedNats
 from events import GenerationFinished, GenerationStarted, TokensGenerated, Usage
+from events.subjects import (
+    EVENTS_STREAM,
+    EVENTS_SUBJECT_PREFIX,
+    REQUESTS_STREAM,
+    request_subject,
+)
+from harness.waits import until
 from journal import Journal, TailedMessage
+from tests.journal.conftest import readers
 from tests.journal.test_log_reader import request
 from tests.processes import ROOT
 
@@ -48,11 +56,20 @@ async def test_one_response_from_its_start(journal: Journal) -> None:
 
 
 async def test_new_events_and_one_models_requests(journal: Journal) -> None:
+    followed = [(EVENTS_STREAM, f"{EVENTS_SUBJECT_PREFIX}.>"),
+                (REQUESTS_STREAM, request_subject("tail-model-a"))]
+    before = [await readers(journal, *stream_subject) for stream_subject in followed]
     everything = journal.tail_events()
     requests = journal.tail_requests("tail-model-a")
     first_all = asyncio.ensure_future(take(everything, 8))
     first_request = asyncio.ensure_future(take(requests, 1))
-    await asyncio.sleep(0.5)  # both consumers exist before anything is written
+
+    async def both_subscribed() -> bool:
+        now = [await readers(journal, *stream_subject) for stream_subject in followed]
+        return all(current - earlier for current, earlier in zip(now, before, strict=True))
+
+    # Both consumers exist before anything is written.
+    assert await until(both_subscribed, timeout=20)
     await write_response(journal, "resp_tail_b", model="tail-model-b")
     await write_response(journal, "resp_tail_a", model="tail-model-a")
     seen = await first_all

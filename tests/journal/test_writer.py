@@ -31,7 +31,9 @@ async def test_an_event_lost_in_an_outage_is_resent_while_the_response_goes_on(t
             if journal.connection.connected:
                 break
             await asyncio.sleep(0.05)
-        await asyncio.sleep(0.6)  # past the ack timeout
+        # The scenario, not a wait for something: the ack wait (0.5 s) of the event sent
+        # into the outage runs out before the response's next event.
+        await asyncio.sleep(0.6)
         await writer.publish(TokensGenerated, token_ids=(2,), text="b", channel="text")
         seqs: list[int] = []
         for _ in range(200):  # no flush: the log fills while the response goes on

@@ -14,8 +14,8 @@ Owner = Literal["response", "conversation"]
 
 
 class ContractBase:
-    """A backend's test class overrides `make_store`, `unavailable_store` and
-    `remaining_ttls`; the contract's tests use nothing else of the backend."""
+    """A backend's test class overrides `make_store`, `unavailable_store`,
+    `remaining_ttls` and `followed`; the contract's tests use nothing else of the backend."""
 
     @pytest.fixture
     def make_store(self) -> StoreFactory:
@@ -30,6 +30,11 @@ class ContractBase:
 
     async def remaining_ttls(self, kind: Owner, owner_id: str) -> list[float]:
         """Seconds left to live of every stored key of a response or conversation."""
+        raise NotImplementedError
+
+    def followed(self, store: Store) -> int:
+        """Responses that `store`'s followers follow now (a follower counts from when it
+        has started following)."""
         raise NotImplementedError
 
     @pytest.fixture

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from harness.waits import until
 from store.base import Store
 from tests.store.contract_base import ContractBase
 from tests.store.projection import new_response_id, project, response_log, steps
@@ -24,10 +25,10 @@ class FollowContract(ContractBase):
         log_steps = steps(response_log(response_id))
         # The follower starts before the response exists, on another connection.
         follower = asyncio.create_task(collect(other_store, response_id))
-        await asyncio.sleep(0.1)
+        assert await until(lambda: self.followed(other_store) == 1, timeout=20)
         for step in log_steps:
             await step.append_to(store)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the events come one at a time, as a worker's do
         events = await asyncio.wait_for(follower, timeout=20)
         assert events == await store.sse_events(response_id)
         assert events[-1]["type"] == "response.completed"
@@ -37,7 +38,7 @@ class FollowContract(ContractBase):
         log = response_log(response_id)
         state = await project(store, log[:4])
         follower = asyncio.create_task(collect(store, response_id, after=2))
-        await asyncio.sleep(0.05)
+        assert await until(lambda: self.followed(store) == 1, timeout=20)
         for step in steps(log)[4:]:
             await step.append_to(store)
         events = await asyncio.wait_for(follower, timeout=20)

@@ -65,7 +65,7 @@ class LifetimeContract(ContractBase):
             response_id = new_response_id()
             await project(store, response_log(response_id), input_items=input_items_of(1))
             conversation = await store.create_conversation(items=input_items_of(1))
-            await asyncio.sleep(1.3)
+            await asyncio.sleep(1.3)  # the point: past the 1 s lifetime, nothing is left
             assert await store.get_response(response_id) is None
             assert await store.sse_events(response_id) == []
             assert await store.input_items(response_id) is None

@@ -101,6 +101,10 @@ class TestRedisClusterStore(StoreContract):
         # -2: no such key (an empty list or hash); -1 would be a key that never expires.
         return [ttl / 1000 for ttl in ttls if ttl != -2]
 
+    def followed(self, store: Store) -> int:
+        assert isinstance(store, RedisStore)
+        return store.tails.followed
+
 
 async def test_responses_spread_over_the_masters(cluster: list[EmbeddedRedis]) -> None:
     """Responses land on every master (one slot each, keys together), and a follower

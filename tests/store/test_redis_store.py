@@ -59,6 +59,10 @@ class TestRedisStore(StoreContract):
         # -2: no such key (an empty list or hash); -1 would be a key that never expires.
         return [ttl / 1000 for ttl in ttls if ttl != -2]
 
+    def followed(self, store: Store) -> int:
+        assert isinstance(store, RedisStore)
+        return store.tails.followed
+
 
 async def test_an_append_is_one_round_trip(redis_server: EmbeddedRedis) -> None:
     store = RedisStore(redis_server.url)
