@@ -13,6 +13,7 @@ from api.cache_router import CacheRouter
 from api.errors import install_dependency_handlers, install_error_handlers
 from api.guards.admission import Admission
 from api.guards.drain import Drain, DrainGate
+from api.guards.rate_limits import RateLimiter
 from api.lowering.encrypted_content import ContentKeys
 from api.metrics import ApiMetrics, RequestMetrics
 from api.routes import (
@@ -69,6 +70,7 @@ def create_app(settings: ApiSettings | None = None, drain: Drain | None = None) 
         admission = Admission(
             settings.max_inflight, settings.key_max_open, settings.key_max_resumes
         )
+        rate_limiter = RateLimiter(settings, journal.rate_limits)
         journal.start()
         routing = asyncio.create_task(router.start(journal)) if router is not None else None
         store = slots = projector = None
@@ -85,8 +87,8 @@ def create_app(settings: ApiSettings | None = None, drain: Drain | None = None) 
                 projector.start()
         app.state.api = ApiState(
             settings=settings, metrics=api_metrics, drain=drain, content_keys=content_keys,
-            journal=journal, admission=admission, store=store, slots=slots,
-            projector=projector, cache_router=router,
+            journal=journal, admission=admission, rate_limiter=rate_limiter, store=store,
+            slots=slots, projector=projector, cache_router=router,
         )
         try:
             yield

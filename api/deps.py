@@ -7,7 +7,6 @@ thread hops before its first line (its first token, at one stream)."""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from typing import Annotated
 
@@ -17,6 +16,7 @@ from starlette.requests import HTTPConnection
 from api.errors import APIError
 from api.guards.admission import Admission
 from api.guards.drain import Drain
+from api.guards.owner import key_owner
 from api.lowering.encrypted_content import ContentKeys
 from api.metrics import ApiMetrics
 from api.settings import ApiSettings
@@ -98,7 +98,7 @@ def owner_of(request: HTTPConnection) -> str:
     client can name or reach: stored responses, conversations and items, and the
     worker's prefix cache (docs/api.md, "Tenancy")."""
     key = _presented_key(request)
-    return SHARED_OWNER if key is None else hashlib.sha256(key.encode()).hexdigest()[:32]
+    return SHARED_OWNER if key is None else key_owner(key)
 
 
 SettingsDep = Annotated[ApiSettings, Depends(get_settings)]

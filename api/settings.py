@@ -7,10 +7,13 @@ what the page shows besides (cli/configuration_doc.py says how).
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from events.request_settings import PRIORITY_LIMIT
 from journal import JournalSettings
@@ -18,6 +21,21 @@ from store.base import DEFAULT_TTL_S
 
 # What a declared tool that runs on OpenAI's side becomes (api/lowering/tool_policy.py).
 ServerToolPolicy = Literal["omit", "reject"]
+
+
+class RateLimitGroup(BaseModel):
+    """Keys that share one budget (SPATE_RATE_LIMITS): `rpm` requests and `tpm` tokens a
+    minute between them; 0 or absent: no limit of that kind."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    keys: tuple[str, ...] = Field(min_length=1)
+    rpm: int = Field(default=0, ge=0)
+    tpm: int = Field(default=0, ge=0)
+
+
+# A group's name is part of its budget's key in the rate-limit bucket.
+_GROUP_NAME = r"^[A-Za-z0-9_-]{1,64}$"
 
 
 class ApiSettings(JournalSettings):
@@ -78,6 +96,26 @@ class ApiSettings(JournalSettings):
         default=64, ge=1,
         description="resumed streams (`GET /v1/responses/{id}?stream=true`) one key holds on "
         "one replica; past it a 429")
+    # Rate limits a client reads in x-ratelimit-* headers (api/guards/rate_limits.py).
+    key_rpm: int = Field(
+        default=0, ge=0,
+        description="requests a minute one API key may create (`POST /v1/responses` and "
+        "WebSocket creates), counted across every API replica through NATS; past it a 429 "
+        "with `Retry-After`; every create answer carries `x-ratelimit-*` headers "
+        "(docs/api.md, \"Rate limits\"). 0: no limit. With keys off, every client shares it")
+    key_tpm: int = Field(
+        default=0, ge=0,
+        description="tokens a minute one API key may spend, as `SPATE_KEY_RPM` (estimated at "
+        "admission, trued up to the response's usage: docs/api.md, \"Rate limits\"). 0: no "
+        "limit")
+    rate_limits: Annotated[dict[str, RateLimitGroup], NoDecode] = Field(
+        default_factory=dict,
+        description="key groups, as JSON or the path of a JSON file: `{\"team-a\": "
+        "{\"keys\": [\"sk-1\", \"sk-2\"], \"rpm\": 600, \"tpm\": 200000}}`; a group's keys "
+        "share its budget (0 or absent: no limit of that kind) and keys in no group get "
+        "`SPATE_KEY_RPM` and `SPATE_KEY_TPM` each. Every key must be one of "
+        "`SPATE_API_KEYS`, in one group at most",
+        json_schema_extra={"shown_default": "unset (no groups)"})
     background_slot_ttl_s: int = Field(
         default=3600, ge=60,
         description="a background slot whose response's end never reached the store is "
@@ -183,6 +221,54 @@ class ApiSettings(JournalSettings):
             return None
         return value.strip() or None
 
+    @field_validator("rate_limits", mode="before")
+    @classmethod
+    def _rate_limits_from_json(cls, value: Any) -> Any:
+        """JSON text, or the path of a file of it; empty: no groups."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if not text:
+            return {}
+        if not text.startswith("{"):
+            try:
+                text = Path(text).read_text()
+            except OSError as error:
+                raise ValueError(f"not JSON, and no file to read there ({error.strerror})") from None
+        try:
+            groups = json.loads(text)
+        except ValueError as error:
+            raise ValueError(f"not valid JSON: {error}") from None
+        if not isinstance(groups, dict):
+            raise ValueError("expected a JSON object of key groups by name")
+        return groups
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _groups_name_known_keys(
+        cls, groups: dict[str, RateLimitGroup], info: ValidationInfo
+    ) -> dict[str, RateLimitGroup]:
+        keys = _key_set(info.data.get("api_keys", ""))
+        grouped: dict[str, str] = {}
+        for name, group in groups.items():
+            if not re.match(_GROUP_NAME, name):
+                raise ValueError(f"the group name {name!r} is not 1 to 64 letters, digits, "
+                                 "'_' or '-'")
+            for index, key in enumerate(group.keys):
+                # The key itself is never said: a settings error may end up in a log.
+                if key not in keys:
+                    raise ValueError(f"group {name!r}: keys[{index}] is not one of "
+                                     "SPATE_API_KEYS")
+                if key in grouped:
+                    raise ValueError(f"group {name!r}: keys[{index}] is in group "
+                                     f"{grouped[key]!r} too")
+                grouped[key] = name
+        return groups
+
     @property
     def api_key_set(self) -> frozenset[str]:
-        return frozenset(key.strip() for key in self.api_keys.split(",") if key.strip())
+        return _key_set(self.api_keys)
+
+
+def _key_set(api_keys: str) -> frozenset[str]:
+    return frozenset(key.strip() for key in api_keys.split(",") if key.strip())

@@ -12,6 +12,7 @@ from api.cache_router import CacheRouter
 from api.errors import APIError, conversation_not_found, response_not_found
 from api.guards.admission import Admission
 from api.guards.drain import Drain
+from api.guards.rate_limits import RateLimiter
 from api.lowering.encrypted_content import ContentKeys
 from api.metrics import ApiMetrics
 from api.schema.fields import STORE_ENV
@@ -34,6 +35,7 @@ class ApiState:
     content_keys: ContentKeys
     journal: Journal
     admission: Admission
+    rate_limiter: RateLimiter
     # With the store on (SPATE_STORE_URL) these three; without it, None.
     store: Store | None = None
     slots: BackgroundSlots | None = None

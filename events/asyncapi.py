@@ -27,6 +27,7 @@ from events.subjects import (
     LEASES_SUBJECT_PREFIX,
     LOAD_FAILURES_BUCKET,
     MODELS_BUCKET,
+    RATE_LIMITS_BUCKET,
     REQUESTS_STREAM,
     REQUESTS_SUBJECT_PREFIX,
     WORKERS_BUCKET,
@@ -263,6 +264,11 @@ def asyncapi_document() -> dict[str, Any]:
             LOAD_FAILURES_BUCKET: {
                 "key": "<model>", "value": {"$ref": SCHEMA_REF.format(model="ModelLoadFailure")},
                 "description": "A worker could not load the model; with a TTL, deleted when one loads it.",
+            },
+            RATE_LIMITS_BUCKET: {
+                "key": "group.<key group> or key.<owner>",
+                "description": "API replicas' shared rate-limit budgets (the theoretical arrival "
+                "times of requests and tokens, JSON); changed by compare-and-set; with a TTL.",
             },
         },
     }

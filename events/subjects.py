@@ -31,6 +31,9 @@ WORKERS_BUCKET = "spate_workers"
 # Models a worker could not load (ModelLoadFailure), one key per model, with a TTL: the
 # API's answers for a model no worker serves name the reason while it is recent.
 LOAD_FAILURES_BUCKET = "spate_load_failures"
+# Per-key and per-group rate-limit state (journal/rate_limits.py), one key per limit
+# subject, with a TTL: every API replica reads and updates the same budgets.
+RATE_LIMITS_BUCKET = "spate_rate_limits"
 
 _UNSAFE_TOKEN = re.compile(r"[^A-Za-z0-9_-]")
 

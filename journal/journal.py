@@ -35,6 +35,7 @@ from journal.lease import take_lease
 from journal.live_feed import LiveFeed
 from journal.log_reader import cancel_requested, last_seq, read_log
 from journal.pipeline import PublishPipeline
+from journal.rate_limits import RateLimitStates
 from journal.registry import Registry
 from journal.replay import ReplayedMessage, replay
 from journal.routing import (
@@ -68,6 +69,8 @@ class Journal:
         self.settings = settings
         self.connection = Connection(settings, name, report_retries)
         self.registry = Registry(self.connection)
+        # The budgets of API keys and key groups, shared by every API replica.
+        self.rate_limits = RateLimitStates(self.connection)
         self._pipeline = PublishPipeline(self.connection)
         # Cancels sent from places that cannot await (a stream torn down by a
         # disconnect); referenced here until they finish.

@@ -21,6 +21,7 @@ from events.subjects import (
     LIVE_EVENTS_SUBJECT_PREFIX,
     LOAD_FAILURES_BUCKET,
     MODELS_BUCKET,
+    RATE_LIMITS_BUCKET,
     REQUESTS_STREAM,
     REQUESTS_SUBJECT_PREFIX,
     WORKERS_BUCKET,
@@ -37,6 +38,10 @@ DUPLICATE_WINDOW_S = 120.0
 # an orchestrator's restart back-off (each failed start writes it again), short enough
 # that a model nobody tries to serve any more stops being reported.
 LOAD_FAILURE_TTL_S = 900.0
+# A rate-limit entry nobody writes for this long is dropped (journal/rate_limits.py): a
+# budget refills within a minute, so by then it is whole again, unless a true-up charged
+# it past that, and then the excess is forgiven.
+RATE_LIMIT_STATE_TTL_S = 300.0
 
 
 def stream_configs(settings: JournalSettings) -> list[dict[str, Any]]:
@@ -87,6 +92,9 @@ async def declare(js: JetStreamContext, settings: JournalSettings) -> None:
     )
     await js.create_key_value(
         bucket=LOAD_FAILURES_BUCKET, history=1, ttl=LOAD_FAILURE_TTL_S, replicas=replicas
+    )
+    await js.create_key_value(
+        bucket=RATE_LIMITS_BUCKET, history=1, ttl=RATE_LIMIT_STATE_TTL_S, replicas=replicas
     )
 
 

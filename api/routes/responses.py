@@ -7,7 +7,7 @@ import asyncio
 import logging
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from api.deps import (
     AdmissionDep,
@@ -21,6 +21,7 @@ from api.deps import (
     require_api_key,
 )
 from api.guards.admission import background_slot
+from api.guards.rate_limits import Charge, label
 from api.lowering.encrypted_content import sealer_for
 from api.lowering.request_event import request_event
 from api.metrics import ResponseTimer
@@ -44,16 +45,40 @@ async def create_response(
     body = await read_request(request, settings.max_body_bytes)
     event = await request_event(store, journal, settings, body, owner, content_keys)
     claim = body.request_id is not None
-    slots = api_state(request).slots
-    async with background_slot(slots, settings.key_max_background, event.background, owner,
-                               event.response_id):
-        if event.background and not event.stream:
-            return await background_reply(request, journal, event, traceparent, claim=claim)
-        seal = sealer_for(body, content_keys, owner)
-        live = await open_live_response(journal, admission, event, traceparent, drain,
-                                        claim=claim, timer=timer, outgoing=seal)
+    state = api_state(request)
+    charge = await state.rate_limiter.admit(event)
+    reply: Response
+    try:
+        async with background_slot(state.slots, settings.key_max_background, event.background,
+                                   owner, event.response_id):
+            if event.background and not event.stream:
+                reply = await background_reply(request, journal, event, traceparent, claim=claim)
+                return with_rate_limits(reply, charge)
+            seal = sealer_for(body, content_keys, owner)
+            live = await open_live_response(journal, admission, event, traceparent, drain,
+                                            claim=claim, timer=timer, outgoing=seal)
+    except BaseException as error:  # nothing ran: nothing is spent
+        if charge is not None:
+            charge.refund()
+        label(error, charge)
+        raise
+    if charge is not None:
+        live.on_end = charge.true_up
     log.info("accepted %s for %s", event.response_id, event.model,
              extra={"response_id": event.response_id, "trace_id": trace_id_of(traceparent)})
     if event.stream:
-        return live_sse_reply(live, settings, cancel_on_disconnect=not event.background)
-    return await json_reply(request, live, stored=event.store)
+        reply = live_sse_reply(live, settings, cancel_on_disconnect=not event.background)
+        return with_rate_limits(reply, charge)
+    try:
+        reply = await json_reply(request, live, stored=event.store)
+    except BaseException as error:
+        label(error, charge)
+        raise
+    return with_rate_limits(reply, charge)
+
+
+def with_rate_limits(reply: Response, charge: Charge | None) -> Response:
+    """`reply` with the x-ratelimit-* headers of its create's charge."""
+    if charge is not None:
+        reply.headers.update(charge.headers)
+    return reply

@@ -16,6 +16,7 @@ from api.guards.drain import SHUTTING_DOWN, Drain
 from api.metrics import ResponseTimer
 from api.streaming.orphans import local_failure, orphaned
 from events import RequestAccepted, ResponseFold, TokensGenerated, error_fields
+from events.generation import Usage
 from journal import Journal, JournalUnavailable, LogFollower
 
 # Applied to each event and to the Response before they go out: adds what only the API
@@ -56,6 +57,9 @@ class LiveResponse:
         self._failed = False
         self._fetched = False
         self._pending: deque[dict[str, Any]] = deque()
+        # Told the usage once serving ends (None unless the response ended): its rate
+        # limit's true-up (api/guards/rate_limits.py).
+        self.on_end: Callable[[Usage | None], None] | None = None
 
     async def next_batch(self) -> list[dict[str, Any]] | None:
         """The events the next log event produces, `[]` after an idle second, or None
@@ -136,6 +140,8 @@ class LiveResponse:
                 yield self
         finally:
             self.slot.release()
+            if self.on_end is not None:
+                self.on_end(self.state.usage if self.state.done else None)
             # Before the one await: a client gone cancels the stream around this, and
             # anyio cancels each await of its cleanup again.
             if not self.state.done and cancel_unfinished and not self.cut:

@@ -36,9 +36,19 @@ async def streamed(
     back later."""
     event = built.event
     timer = ResponseTimer(state.metrics, asyncio.get_running_loop().time)
-    live = await open_live_response(state.journal, state.admission, event, None, state.drain,
-                                    claim=built.body.request_id is not None, timer=timer,
-                                    outgoing=seal)
+    # A socket has no headers for each create: its budget's x-ratelimit-* are not sent,
+    # a create past it is a 429 error event.
+    charge = await state.rate_limiter.admit(event)
+    try:
+        live = await open_live_response(state.journal, state.admission, event, None,
+                                        state.drain, claim=built.body.request_id is not None,
+                                        timer=timer, outgoing=seal)
+    except BaseException:
+        if charge is not None:
+            charge.refund()
+        raise
+    if charge is not None:
+        live.on_end = charge.true_up
     log.info("accepted %s for %s on a WebSocket", event.response_id, event.model,
              extra={"response_id": event.response_id})
     async with live.serving(cancel_unfinished=not event.store):
