@@ -93,7 +93,7 @@ FIELDS.update({
     "access_programs": (Treatment.NO_OP, "cyber 'standard' (every model runs as Standard; the Response's access_programs stays null, the Standard fallback); the Daybreak programs: 400"),
     "background_options": (Treatment.NO_OP, "a background response starts at once, which meets every completion_window; 2h and 8h need background true and stream false (else 400); continuation_id is accepted"),
     "image": (Treatment.NO_OP, "context_compression: image options, and the served models take no images"),
-    "stream_options": (Treatment.NO_OP, "include_obfuscation: delta events carry no obfuscation padding either way (serve spate behind TLS you control)"),
+    "stream_options": (Treatment.NO_OP, "include_obfuscation: delta events carry no obfuscation padding either way (serve spate behind TLS you control); reasoning_summary_delivery: sequential_cutoff (what Codex sends) is how spate always streams, each output item to its end before the next starts; any other value is a 400 naming stream_options.reasoning_summary_delivery"),
 })
 
 FIELDS.update({

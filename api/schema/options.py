@@ -39,9 +39,14 @@ class ImageOptions(StrictModel):
 
 class StreamOptions(StrictModel):
     """`include_obfuscation` pads delta events against length side channels on an
-    encrypted link; spate's events carry no padding either way."""
+    encrypted link; spate's events carry no padding either way.
+    `reasoning_summary_delivery` (Codex sends `sequential_cutoff`) asks that a reasoning
+    item's summary be delivered before the items after it start; a worker streams each
+    output item to its end before the next begins, so that is how every stream here is
+    delivered, and the one value is taken as it stands."""
 
     include_obfuscation: bool | None = None
+    reasoning_summary_delivery: Literal["sequential_cutoff"] | None = None
 
 
 def client_metadata_limits(value: dict[str, str] | None) -> dict[str, str] | None:

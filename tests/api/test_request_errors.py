@@ -50,6 +50,9 @@ def test_body_not_an_object(api_server: Stack) -> None:
         ({"model": MODEL, "input": [{"role": "user", "content": [{"type": "input_text"}]}]},
          "input[0].content[0].text"),
         ({"input": "hi"}, "model"),
+        ({"model": MODEL, "input": "hi",
+          "stream_options": {"reasoning_summary_delivery": "whenever"}},
+         "stream_options.reasoning_summary_delivery"),
     ],
 )
 def test_wrong_values_name_the_field(api_server: Stack, body: dict[str, object], param: str) -> None:
@@ -136,6 +139,14 @@ def test_bad_thinking_budget(api_server: Stack, budget: object) -> None:
     error = error_of(post(api_server, {"model": MODEL, "input": "hi", "thinking_token_budget": budget}), 400)
     assert error["message"] == BUDGET_MESSAGE
     assert error["param"] == "thinking_token_budget"
+
+
+def test_codex_stream_options_pass_validation(api_server: Stack) -> None:
+    """What Codex sends with its concurrent reasoning summaries on: validated, then the
+    unknown model's 404."""
+    options = {"reasoning_summary_delivery": "sequential_cutoff", "include_obfuscation": False}
+    body = {"model": "no-such-model", "input": "hi", "stream_options": options}
+    assert error_of(post(api_server, body), 404)["param"] == "model"
 
 
 def test_unknown_model_is_404(api_server: Stack) -> None:
