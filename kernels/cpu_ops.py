@@ -49,6 +49,9 @@ LIBRARY = "spate_cpu"
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _state: dict[str, object] = {}
+# The op libraries this process has loaded, by name (load() holds _lock while it builds).
+_loaded_libraries: set[str] = set()
+_libraries_lock = threading.Lock()
 
 
 def _cpu_signature(files: Sequence[Path], cflags: Sequence[str]) -> str:
@@ -95,6 +98,11 @@ def build_library(
 
     _put_ninja_on_path()
     name = f"{prefix}_{_cpu_signature(hashed, cflags)}"
+    with _libraries_lock:
+        if name in _loaded_libraries:
+            # Loaded once per process: a second load of the same ops would register their
+            # namespace again, which aborts the process.
+            return name
     directory = _build_directory(name)
     with _exclusive(directory / "build.lock"):
         # Holding the lock, no build of this library runs: a `lock` file is stale.
@@ -104,12 +112,17 @@ def build_library(
             name=name,
             sources=[str(copies[source]) for source in sources],
             extra_cflags=list(cflags),
-            extra_ldflags=LDFLAGS,
+            # Copies: torch's loader appends its own flags to the lists it is given, and a
+            # list that grew would read as a changed build next time (a rebuilt library
+            # under a new name, loaded beside the first).
+            extra_ldflags=list(LDFLAGS),
             extra_include_paths=[str(directory / "src")],
             build_directory=str(directory),
             is_python_module=False,
             verbose=False,
         )
+    with _libraries_lock:
+        _loaded_libraries.add(name)
     return name
 
 

@@ -283,6 +283,42 @@ def test_two_processes_build_a_library_at_once_past_a_stale_lock(tmp_path) -> No
         assert out.split() == [name, "42"]
 
 
+def test_a_library_built_again_in_a_process_is_the_one_already_loaded(tmp_path) -> None:
+    """Two tests (or a test and the worker) may each build the same op library in one
+    process: the second build must neither rebuild it under a new name nor load a second
+    copy, whose registration of the same op namespace aborts the process."""
+    source = tmp_path / "tiny.cpp"
+    source.write_text(
+        "#include <torch/library.h>\n"
+        "int64_t answer() { return 42; }\n"
+        "TORCH_LIBRARY(spate_reload_check, m) { m.def(\"answer() -> int\", &answer); }\n"
+    )
+    build_root = tmp_path / "extensions"
+    script = (
+        "import sys, torch\n"
+        "from pathlib import Path\n"
+        "from kernels import cpu_ops\n"
+        "source = Path(sys.argv[1])\n"
+        "names = [cpu_ops.build_library('spate_reload_check', [source], [source])\n"
+        "         for _ in range(2)]\n"
+        "# torch's own loader again, as a build in another module of this process would\n"
+        "# reach it: its flags must read the same as the first build's.\n"
+        "cpu_ops._loaded_libraries.clear()\n"
+        "names.append(cpu_ops.build_library('spate_reload_check', [source], [source]))\n"
+        "assert len(set(names)) == 1, names\n"
+        "assert cpu_ops.LDFLAGS == ['-fopenmp'], cpu_ops.LDFLAGS\n"
+        "print(torch.ops.spate_reload_check.answer())\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(source)], cwd=REPO_ROOT, capture_output=True,
+        text=True, timeout=600, env={**os.environ, "TORCH_EXTENSIONS_DIR": str(build_root)},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["42"]
+    assert sorted(path.name for path in build_root.rglob("*.so")) == [
+        f"spate_reload_check_{cpu_ops._cpu_signature([source], cpu_ops.CFLAGS)}.so"]
+
+
 def _cpu_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo") as cpuinfo:
