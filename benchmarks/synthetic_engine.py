@@ -10,7 +10,7 @@ from typing import Any
 
 from events import ModelCard, RequestAccepted
 from workers.engine.llm_engine import RequestOutput
-from workers.engine.output_processor import Delta
+from workers.engine.output_state import Delta
 from workers.served_model import Prompt, check_served_model
 
 SYNTHETIC_MODEL = "synthetic-bench"

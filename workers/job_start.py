@@ -6,15 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from events import EventDecodeError, GenerationStarted, RequestAccepted, decode
 from journal import Delivery, Journal
 from workers.engine_loop import AddRequest, EngineLoop
 from workers.job import Job, response_log
+from workers.jobs import Jobs
 from workers.metrics import WorkerMetrics
 from workers.output.step_events import StepEvents
 from workers.recovery import PriorProgress, progress_of
@@ -25,29 +23,13 @@ from workers.settings import WorkerSettings
 log = logging.getLogger("spate.worker")
 
 
-@dataclass(frozen=True, slots=True)
-class JobEnds:
-    """How the worker ends a job its start cannot run; the worker owns settling and
-    failing, so a start ends a job only through these."""
-
-    fail: Callable[[Job, str, str, str | None], Awaitable[None]]
-    finish_cancelled: Callable[[Job, int], Awaitable[None]]
-    give_back: Callable[[Job, BaseException], Awaitable[None]]
-    # `fail`, or hand the request back when even its failure cannot be written.
-    end_failed: Callable[[Job, str, str], Awaitable[None]]
-    # Another worker took the response over (the writer's on_fenced).
-    fenced: Callable[[str, Job], None]
-
-
 class JobStart:
-    """Starts what the worker's queues deliver, registering each in `jobs` (the worker's
-    own dict) once its lease is taken; `early_cancels` is the worker's memory of cancels
-    seen before their job was registered."""
+    """Starts what the worker's queues deliver, holding each in the worker's `jobs` once
+    its lease is taken, and ending there any it cannot run."""
 
     def __init__(
         self, journal: Journal, settings: WorkerSettings, metrics: WorkerMetrics,
-        served: ServedModel, engine: EngineLoop, jobs: dict[str, Job],
-        early_cancels: OrderedDict[str, bool], ends: JobEnds,
+        served: ServedModel, engine: EngineLoop, jobs: Jobs,
     ) -> None:
         self._journal = journal
         self._settings = settings
@@ -55,8 +37,6 @@ class JobStart:
         self._served = served
         self._engine = engine
         self._jobs = jobs
-        self._early_cancels = early_cancels
-        self._ends = ends
 
     async def run(self, delivery: Delivery) -> None:
         try:
@@ -70,7 +50,7 @@ class JobStart:
         response_id = request.response_id
         job_log = response_log(response_id, delivery.traceparent)
         delivered = delivery.num_delivered
-        running = self._jobs.get(response_id)
+        running = self._jobs.held(response_id)
         if running is not None and not running.finished:
             # Redelivered to the worker that is running it (its heartbeat came too late, or
             # NATS lost the consumer's state): it goes on here, settled with this delivery.
@@ -85,7 +65,7 @@ class JobStart:
         # redelivery: its log says first whether building it is what stopped the last worker.
         prepared = self._prepare_soon(request) if delivered == 1 else None
         # The cancel check shares the lease's round trip; a cancel written after the check
-        # and before the job is registered is remembered by the worker's _on_cancel.
+        # and before the job is held is remembered by Jobs.on_cancel.
         cancel_read = asyncio.ensure_future(self._journal.cancel_requested(response_id))
         cancel_read.add_done_callback(_retrieve_error)
         try:
@@ -117,9 +97,9 @@ class JobStart:
             job_log.info("took %s (%s)", response_id, request.model)
         job = Job(request, delivery, self._journal.writer(
             response_id, progress.next_seq, lease_seq,
-            on_fenced=lambda: self._ends.fenced(response_id, job),
+            on_fenced=lambda: self._jobs.fenced(job),
         ), job_log)
-        self._jobs[response_id] = job  # registered first, so a cancel from now on is seen
+        self._jobs.hold(job)  # held first, so a cancel from now on is seen
         try:
             await self._prepare(job, progress, delivered, prepared, cancel_read)
         except Exception as error:
@@ -128,9 +108,9 @@ class JobStart:
             # heartbeated. Finished already: writing its end is what failed.
             job_log.exception("starting %s failed", response_id)
             if job.finished:
-                await self._ends.give_back(job, error)
+                await self._jobs.give_back(job, error)
             else:
-                await self._ends.end_failed(job, "server_error",
+                await self._jobs.end_failed(job, "server_error",
                                             f"The worker could not start the response: {error}")
 
     def _prepare_soon(self, request: RequestAccepted) -> asyncio.Future[tuple[Prompt, Any]]:
@@ -147,7 +127,7 @@ class JobStart:
         prepared: asyncio.Future[tuple[Prompt, Any]] | None, cancel_read: asyncio.Future[bool],
     ) -> None:
         request, response_id = job.request, job.request.response_id
-        fail = self._ends.fail
+        fail = self._jobs.fail
         try:
             if delivered >= self._settings.max_deliver and delivered > 1:
                 await fail(job, "worker_lost",
@@ -159,8 +139,8 @@ class JobStart:
                     f"No worker could prepare this request in {tries} tries (each stopped "
                     "while building its prompt or grammar), so it is not tried again."), None)
                 return
-            if job.cancelled or self._early_cancels.pop(response_id, False) or await cancel_read:
-                await self._ends.finish_cancelled(job, 0)
+            if job.cancelled or self._jobs.cancelled_early(response_id) or await cancel_read:
+                await self._jobs.finish_cancelled(job, 0)
                 return
             prompt, params = await (prepared or self._prepare_soon(request))
         except InvalidRequest as error:

@@ -6,30 +6,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from events import GenerationFailed, GenerationFinished, RequestAccepted, Usage
-from events.response_object import length_incomplete_details
+from events import RequestAccepted
 from events.subjects import worker_client_name
 from journal import CountRefused, DurableConsumer, Fenced, Journal
 from workers.adoption import adopt_orphans
 from workers.cache_events import CacheEvents
 from workers.engine_loop import EngineLoop
 from workers.job import Job
-from workers.job_start import JobEnds, JobStart
+from workers.job_start import JobStart
+from workers.jobs import Jobs
 from workers.load_failure import ModelLoadFailed, load_failure, write_failure_file
 from workers.metrics import WorkerMetrics
-from workers.output.step_events import usage_of
 from workers.served_model import InvalidRequest, ServedModel, check_served_model
 from workers.settings import WorkerSettings
 
 log = logging.getLogger("spate.worker")
-
-# Cancels of responses with no job here that are remembered: a start reads the stored
-# cancels and registers its job within milliseconds, so only the latest matter.
-EARLY_CANCELS_KEPT = 1024
 
 
 class Worker:
@@ -43,17 +37,9 @@ class Worker:
                                 report_retries=False)
         self._served: ServedModel | None = None
         self._engine: EngineLoop | None = None
-        self._jobs: dict[str, Job] = {}
+        self._jobs: Jobs | None = None
         self._outputs: asyncio.Queue[list[Any]] = asyncio.Queue()
-        self._capacity = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
-        # Deliveries taken and not yet started (a job is registered only once its start
-        # has read the log): counted against the bounds with the jobs, or a queue's loop
-        # would fetch up to the bounds again before any of them is registered.
-        self._starting = 0
-        # Cancels seen for responses with no job here, newest last (see _on_cancel); a
-        # job's start (JobStart) takes its own out.
-        self._early_cancels: OrderedDict[str, bool] = OrderedDict()
         self.metrics = WorkerMetrics()
         self._cache_events: CacheEvents | None = None
         self._job_start: JobStart | None = None
@@ -69,6 +55,12 @@ class Worker:
         if self._engine is None:
             raise RuntimeError("the engine is not running yet")
         return self._engine
+
+    @property
+    def jobs(self) -> Jobs:
+        if self._jobs is None:
+            raise RuntimeError("the engine is not running yet")
+        return self._jobs
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -88,12 +80,11 @@ class Worker:
             self._served.engine, self._outputs.put_nowait, self._on_engine_failure,
             loop.call_soon_threadsafe, on_step_time=self.metrics.observe_step,
         )
+        self._jobs = Jobs(self._engine, self.settings.max_num_seqs + self.settings.max_waiting)
         self._engine.start()
         self._job_start = JobStart(
             self._journal, self.settings, self.metrics, self._served, self._engine,
-            self._jobs, self._early_cancels,
-            JobEnds(self._fail, self._finish_cancelled, self._give_back, self._end_failed,
-                    self._on_fenced),
+            self._jobs,
         )
         self.metrics.watch(self._served.engine, self._served.card.kernels)
         if self.settings.metrics_port is not None:
@@ -110,7 +101,7 @@ class Worker:
         self._cache_events = CacheEvents(
             self._journal, card.name, self.settings.worker_id
         )
-        cancels = await self._journal.subscribe_cancels(self._on_cancel)
+        cancels = await self._journal.subscribe_cancels(self.jobs.on_cancel)
         counts = await self._journal.serve_counts(card.name, self._count_input_tokens)
         background = [
             asyncio.create_task(self._publish_outputs()),
@@ -129,7 +120,7 @@ class Worker:
             await direct.close()
             await cancels.close()
             await counts.close()
-            await self._drain()
+            await self.jobs.drain(self.settings.drain_timeout_s)
             for task in background:
                 task.cancel()
             self._engine.stop()
@@ -167,21 +158,18 @@ class Worker:
         delivered nothing for that long."""
         if self._job_start is None:
             raise RuntimeError("the engine is not running yet")
-        start = self._job_start.run
+        start, jobs = self._job_start.run, self.jobs
         loop = asyncio.get_running_loop()
         last_delivery = loop.time()
         while not stop.is_set():
             if idle_s is not None and loop.time() - last_delivery > idle_s:
                 return
-            free = (self.settings.max_num_seqs + self.settings.max_waiting - len(self._jobs)
-                    - self._starting)
+            free = jobs.room()
             if free <= 0:
-                self._capacity.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._capacity.wait(), 0.5)
+                await jobs.wait_for_room(0.5)
                 continue
             deliveries = await requests.fetch(batch=free, timeout=0.5)
-            self._starting += len(deliveries)
+            jobs.starting(len(deliveries))
             for delivery in deliveries:
                 last_delivery = loop.time()
                 self._spawn(self._start_taken(start, delivery))
@@ -190,25 +178,7 @@ class Worker:
         try:
             await start(delivery)
         finally:
-            self._starting -= 1
-            self._capacity.set()
-
-    async def _drain(self) -> None:
-        """Let running responses finish; hand the rest back to the queue for another worker."""
-        deadline = asyncio.get_running_loop().time() + self.settings.drain_timeout_s
-        while self._jobs and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.1)
-        for job in list(self._jobs.values()):
-            self.engine.cancel(job.request.response_id)
-            with contextlib.suppress(Exception):
-                await job.publisher.flush()
-                await job.delivery.nak()
-            self._jobs.pop(job.request.response_id, None)
-
-    def _generating(self) -> int:
-        """Responses still generating here (not those only settling their ack): the load
-        the routers weigh."""
-        return sum(not job.finished for job in self._jobs.values())
+            self.jobs.started()
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.create_task(coroutine)
@@ -223,24 +193,24 @@ class Worker:
         while True:
             outputs = await self._outputs.get()
             for output in outputs:
-                job = self._jobs.get(output.request_id)
+                job = self.jobs.held(output.request_id)
                 if job is None or job.finished:
                     continue
                 try:
                     await self._publish_step(job, output)
                 except Fenced:
-                    continue  # _on_fenced stopped it
+                    continue  # Jobs.fenced stopped it
                 except Exception as error:
                     log.exception("publishing %s failed", output.request_id)
-                    self.engine.cancel(output.request_id)
-                    self._spawn(self._give_back(job, error))
+                    self.jobs.publish_failed(job, error)
 
     async def _publish_step(self, job: Job, output: Any) -> None:
         publish = job.publisher.publish
         if job.events is None:
             raise RuntimeError(f"an engine output for {output.request_id} before its prompt")
         if output.error is not None:  # this response alone failed; its batch goes on
-            await self._fail(job, "engine_error", f"The model failed on this response: {output.error}")
+            await self.jobs.fail(job, "engine_error",
+                                 f"The model failed on this response: {output.error}")
             return
         if job.output_token_ids is not None:
             job.output_token_ids.extend(output.new_token_ids)
@@ -252,21 +222,11 @@ class Worker:
             if self._cache_events is not None:
                 # Before the terminal event: a client's next turn, sent as soon as this
                 # one ends, must find the router already knowing where its prefix is.
-                await self._cache_events.cached(job.request, self._generating())
+                await self._cache_events.cached(job.request, self.jobs.generating())
             raw = None
             if job.output_token_ids is not None:
                 raw = await asyncio.to_thread(self.served.decode, job.output_token_ids)
-            usage = usage_of(output)
-            await publish(GenerationFinished, finish_reason=output.finish_reason,
-                          usage=usage, raw_output_text=raw)
-            job.log.info("finished %s: %s, %d output tokens", output.request_id,
-                         output.finish_reason, output.num_output_tokens)
-            if output.finish_reason == "length":
-                # The response's incomplete_details say the same; the operator sees it here.
-                details = length_incomplete_details(job.request.sampling.max_output_tokens, usage)
-                if "message" in details:
-                    job.log.info("%s: %s", output.request_id, details["message"])
-            self._spawn(self._settle(job))
+            await self.jobs.finish(job, output, raw)
 
     def _count(self, job: Job, output: Any) -> None:
         counts = self.metrics.counts
@@ -278,80 +238,8 @@ class Worker:
             counts.tokens_prefilled += output.num_prompt_tokens - output.num_cached_tokens
             counts.prompt_tokens_cached += output.num_cached_tokens
 
-    async def _settle(self, job: Job) -> None:
-        """Ack the request once its terminal event is persisted."""
-        try:
-            await job.publisher.flush()
-            await job.delivery.ack()
-        except Exception as error:  # PublishFailed, Fenced, or NATS away
-            job.log.warning("could not settle %s: %s", job.request.response_id, error)
-            if not job.publisher.fenced:
-                with contextlib.suppress(Exception):
-                    await job.delivery.nak()
-        finally:
-            self._release(job)
-
-    async def _give_back(self, job: Job, error: BaseException) -> None:
-        job.finished = True
-        if job.publisher.fenced:  # another worker holds it now: neither ack nor hand back
-            self._release(job)
-            return
-        job.log.warning("handing %s back to the queue: %s", job.request.response_id, error)
-        with contextlib.suppress(Exception):
-            await job.delivery.nak(delay=1)
-        self._release(job)
-
-    async def _fail(self, job: Job, code: str, message: str, param: str | None = None) -> None:
-        job.finished = True
-        await job.publisher.publish(GenerationFailed, code=code, message=message, param=param)
-        await self._settle(job)
-
-    async def _end_failed(self, job: Job, code: str, message: str) -> None:
-        """`_fail`, or hand the request back when even its failure cannot be written."""
-        try:
-            await self._fail(job, code, message)
-        except Exception as error:
-            await self._give_back(job, error)
-
-    async def _finish_cancelled(self, job: Job, input_tokens: int) -> None:
-        job.finished = True
-        await job.publisher.publish(
-            GenerationFinished, finish_reason="cancelled",
-            usage=Usage(input_tokens=input_tokens, output_tokens=0),
-        )
-        await self._settle(job)
-
-    def _release(self, job: Job) -> None:
-        if self._jobs.get(job.request.response_id) is job:
-            del self._jobs[job.request.response_id]
-        self._capacity.set()
-
-    def _on_fenced(self, response_id: str, job: Job) -> None:
-        """Another worker took the response over while this one was stalled (frozen past
-        the ack wait): stop its sequence and free its resources. The delivery is neither
-        acked nor handed back: it belongs to the new holder."""
-        job.finished = True
-        self.engine.cancel(response_id)
-        self._release(job)
-
     def _on_engine_failure(self, request_ids: list[str], error: BaseException) -> None:
-        for request_id in request_ids:
-            job = self._jobs.get(request_id)
-            if job is not None and not job.finished:
-                self._spawn(self._end_failed(job, "engine_error", f"The model failed: {error}"))
-
-    def _on_cancel(self, response_id: str) -> None:
-        job = self._jobs.get(response_id)
-        if job is None:
-            # Perhaps one this worker is starting, its cancel check already sent: kept
-            # for the start to see (the latest few only; any other worker's response is
-            # just as likely).
-            self._early_cancels[response_id] = True
-            while len(self._early_cancels) > EARLY_CANCELS_KEPT:
-                self._early_cancels.popitem(last=False)
-        elif not job.cancelled:
-            job.cancelled = True
-            self.engine.cancel(response_id)
+        self.jobs.engine_failed(request_ids, error)
 
     async def _count_input_tokens(self, request: RequestAccepted) -> int:
         """The prompt `request` would run with, counted: the same build as a job's start
@@ -378,11 +266,10 @@ class Worker:
                 await registry.advertise(card)
                 await registry.heartbeat(card.name, self.settings.worker_id)
                 if self._cache_events is not None:
-                    await self._cache_events.load(self._generating())
+                    await self._cache_events.load(self.jobs.generating())
                 if loop.time() - last_progress > self.settings.ack_wait_s / 3:
                     last_progress = loop.time()
-                    for job in list(self._jobs.values()):
-                        await job.delivery.in_progress()
+                    await self.jobs.in_progress()
             except Exception as error:
                 log.warning("heartbeat failed: %s", error)
             await asyncio.sleep(self.settings.heartbeat_s)

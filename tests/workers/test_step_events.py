@@ -5,7 +5,7 @@ from __future__ import annotations
 from events import ChatMessage, RequestAccepted, TokensGenerated, ToolCallEnded, ToolCallStarted
 from events import ToolDefinition as Tool
 from workers.engine.llm_engine import RequestOutput
-from workers.engine.output_processor import Delta
+from workers.engine.output_state import Delta
 from workers.output.step_events import StepEvents
 
 CALL = '<tool_call>\n{"name": "crm.find", "arguments": {"id": 7}}\n</tool_call>'

@@ -11,8 +11,8 @@ _EXPORTS = {
     "SamplingParams": "workers.engine.sampling_params",
     "LLMEngine": "workers.engine.llm_engine",
     "RequestOutput": "workers.engine.llm_engine",
-    "Delta": "workers.engine.output_processor",
-    "TokenLogprob": "workers.engine.sampler",
+    "Delta": "workers.engine.output_state",
+    "TokenLogprob": "workers.engine.output_state",
 }
 
 

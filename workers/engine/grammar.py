@@ -1,5 +1,6 @@
-"""Constrained decoding with xgrammar: grammars compiled for one vocabulary, a matcher per
-constrained sequence, and the token bitmask that keeps each constrained row on its grammar.
+"""Constrained decoding with xgrammar: grammars compiled for one vocabulary, when a
+constrained sequence's grammar (its matcher, workers/engine/answer_grammar.py) picks its
+next token, and the token bitmask that keeps each constrained row on its grammar.
 
 xgrammar is the grammar library vLLM and SGLang use: it precomputes, per grammar state, which
 tokens of a byte-level vocabulary may come next, fills a compact bitmask on the CPU, and applies
@@ -56,29 +57,6 @@ class GrammarCompiler:
             return self._compiler.compile_structural_tag(source)
         except (RuntimeError, ValueError) as error:
             raise GrammarError(str(error)) from error
-
-
-class AnswerGrammar:
-    """One sequence's place in its grammar."""
-
-    __slots__ = ("matcher",)
-
-    def __init__(self, compiled: xgr.CompiledGrammar) -> None:
-        self.matcher = xgr.GrammarMatcher(compiled)
-
-    def accept(self, token_id: int) -> None:
-        if not self.matcher.accept_token(token_id):
-            # The mask allowed only grammatical tokens, so this is a bug, not bad input.
-            raise RuntimeError(f"token {token_id} was sampled outside its grammar")
-
-    @property
-    def terminated(self) -> bool:
-        return self.matcher.is_terminated()
-
-    @property
-    def satisfied(self) -> bool:
-        """What the answer holds so far already matches: ending here keeps the constraint."""
-        return self.matcher.is_completed()
 
 
 def picks_next_token(seq: Sequence, forced_token_id: int | None) -> bool:

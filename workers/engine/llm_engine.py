@@ -11,12 +11,13 @@ from collections.abc import Sequence as TokenIds
 from dataclasses import dataclass, field
 from typing import Any
 
+from workers.engine.answer_grammar import AnswerGrammar
 from workers.engine.block_manager import BlockManager
 from workers.engine.config import EngineConfig
-from workers.engine.grammar import AnswerGrammar
 from workers.engine.grammar import advance as advance_grammar
 from workers.engine.model_runner import ModelRunner
-from workers.engine.output_processor import Delta, OutputProcessor
+from workers.engine.output_processor import OutputProcessor
+from workers.engine.output_state import Delta
 from workers.engine.sampler import SamplerOutput
 from workers.engine.sampling_params import SamplingParams
 from workers.engine.scheduler import Scheduler

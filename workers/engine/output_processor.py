@@ -9,9 +9,7 @@ text channel, so a reasoning passage never cuts a response short.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from workers.engine.sampler import TokenLogprob
+from workers.engine.output_state import Delta, OutputState, TokenLogprob
 from workers.engine.sequence import Sequence
 from workers.engine.thinking_budget import ThinkEvent, ThinkingBudget
 from workers.model.detokenizer import IncrementalDetokenizer
@@ -19,29 +17,6 @@ from workers.model.tokenizer import Tokenizer
 
 REASONING = "reasoning"
 TEXT = "text"
-
-
-@dataclass(slots=True)
-class Delta:
-    channel: str
-    text: str
-    token_ids: list[int]
-    # One entry per token when logprobs were asked for; a token replayed from an earlier
-    # worker has None (its logprob was streamed back then).
-    logprobs: list[TokenLogprob | None] | None = None
-
-
-@dataclass(slots=True)
-class OutputState:
-    channel: str
-    detokenizer: IncrementalDetokenizer
-    # Tokens not yet given to a channel: they may open a think marker.
-    pending_token_ids: list[int] = field(default_factory=list)
-    pending_logprobs: list[TokenLogprob | None] = field(default_factory=list)
-    # Text of the text channel not yet emitted: it may open a stop string.
-    held_text: str = ""
-    # Deltas of the step in progress, handed out by `take_deltas`.
-    deltas: list[Delta] = field(default_factory=list)
 
 
 class OutputProcessor:

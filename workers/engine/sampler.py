@@ -16,18 +16,11 @@ import torch
 
 from kernels import KernelOps
 from workers.engine.grammar import GrammarMasks, holds_open, picks_next_token
+from workers.engine.output_state import TokenLogprob
 from workers.engine.sequence import Sequence
 from workers.engine.thinking_budget import holds_answer_open
 
 LOWEST_LOGPROB = -9999.0
-
-
-@dataclass(slots=True)
-class TokenLogprob:
-    token_id: int
-    logprob: float
-    # The most likely tokens at this step, best first: (token id, logprob).
-    top_logprobs: list[tuple[int, float]]
 
 
 @dataclass(slots=True)

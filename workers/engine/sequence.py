@@ -13,9 +13,9 @@ from workers.engine.sampling_params import SamplingParams
 if TYPE_CHECKING:
     import torch
 
-    from workers.engine.grammar import AnswerGrammar
-    from workers.engine.output_processor import OutputState
-    from workers.engine.speculation import DraftState
+    from workers.engine.answer_grammar import AnswerGrammar
+    from workers.engine.draft_state import DraftState
+    from workers.engine.output_state import OutputState
 
 
 class SequenceStatus(Enum):

@@ -1,6 +1,6 @@
 """Speculative decoding without a draft model: which sequences of a decode step guess their
 next tokens by prompt lookup (workers/engine/ngram_proposer.py), how many, and what each
-sequence has learned about its guesses.
+sequence has learned about its guesses (workers/engine/draft_state.py).
 
 The engine verifies a sequence's draft in the step's one forward pass (its last token and
 the draft, as a short prefill on the paged cache) and keeps the longest prefix the sampler
@@ -22,18 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workers.engine.block_manager import BlockManager
-from workers.engine.ngram_proposer import NgramIndex
+from workers.engine.draft_state import DraftState
 from workers.engine.sequence import Sequence
-
-# What a sequence's guesses are believed to be worth before any is verified (as if
-# ACCEPTANCE_PRIOR_WEIGHT guesses had been, that often kept): optimistic enough that a
-# sequence in a batch of 8 still tries a one-token draft.
-ACCEPTANCE_PRIOR = 0.8
-ACCEPTANCE_PRIOR_WEIGHT = 2.0
-# Each step a sequence could draft, its evidence so far counts this much less, so a
-# sequence that stopped drafting after misses tries again some tens of steps later (its
-# text may have turned to quoting).
-ACCEPTANCE_MEMORY = 0.95
 
 
 @dataclass(slots=True)
@@ -67,26 +57,6 @@ class SpeculationConfig:
             raise ValueError(f"row_cost must lie in (0, 1], got {self.row_cost}")
 
 
-class DraftState:
-    """One sequence's n-gram index and how often its verified guesses were kept."""
-
-    __slots__ = ("index", "kept", "judged")
-
-    def __init__(self, config: SpeculationConfig) -> None:
-        self.index = NgramIndex(config.min_ngram, config.max_ngram)
-        # Draft tokens kept, and draft tokens the sampler ruled on (kept or the first
-        # refused), both fading by ACCEPTANCE_MEMORY.
-        self.kept = 0.0
-        self.judged = 0.0
-
-    @property
-    def acceptance(self) -> float:
-        """The chance that the next draft token is kept, given the one before it was."""
-        return (self.kept + ACCEPTANCE_PRIOR * ACCEPTANCE_PRIOR_WEIGHT) / (
-            self.judged + ACCEPTANCE_PRIOR_WEIGHT
-        )
-
-
 @dataclass(slots=True)
 class SpeculationStats:
     """Totals since the engine started, for benchmarks and metrics."""
@@ -118,8 +88,7 @@ class Speculator:
             guesses.append(guess)
             if not guess:
                 continue
-            state.kept *= ACCEPTANCE_MEMORY
-            state.judged *= ACCEPTANCE_MEMORY
+            state.fade()
             acceptance = state.acceptance
             worth = 1.0
             for depth in range(1, len(guess) + 1):
@@ -161,5 +130,5 @@ class Speculator:
 
 def _state_of(seq: Sequence, config: SpeculationConfig) -> DraftState:
     if seq.draft_state is None:
-        seq.draft_state = DraftState(config)
+        seq.draft_state = DraftState(config.min_ngram, config.max_ngram)
     return seq.draft_state

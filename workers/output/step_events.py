@@ -12,7 +12,7 @@ from workers.output.tool_calls import callable_tools
 
 if TYPE_CHECKING:  # the engine imports torch; this module is read without it
     from workers.engine.llm_engine import RequestOutput
-    from workers.engine.output_processor import Delta
+    from workers.engine.output_state import Delta
 
 
 class StepEvents:
