@@ -99,6 +99,8 @@ def create_app(settings: ApiSettings | None = None, drain: Drain | None = None) 
                 await _shut("the response store", store.close())
             if routing is not None:
                 routing.cancel()
+            # What the last responses spent, written before the connection goes.
+            await _shut("the rate limits' true-ups", rate_limiter.settled())
             await _shut("NATS", journal.close())
 
     app = FastAPI(title="spate", version="0.1.0", lifespan=lifespan)

@@ -267,6 +267,40 @@ can name or reach:
   (the answer says nothing more), and of two requests racing for one id exactly one
   gets it: the log is claimed atomically when the request is published.
 
+## Rate limits
+
+An operator who shares one spate between teams gives each API key a budget a minute:
+`SPATE_KEY_RPM` (creates) and `SPATE_KEY_TPM` (tokens) for every key, or a key group
+(`SPATE_RATE_LIMITS`, docs/configuration.md) whose keys share one budget. Without keys
+every client is one owner and shares one budget. Only creates spend it (`POST
+/v1/responses` and WebSocket `response.create`, a `generate: false` warm-up included);
+reads, cancels and deletes do not. A budget of L a minute holds at most L and earns one
+unit back every 60/L seconds (the generic cell rate algorithm), so a full budget may be
+spent at once and refills evenly. The budgets live in a JetStream key-value bucket
+(`spate_rate_limits`) changed by compare-and-set, so every API replica spends the same
+ones, whichever replica a request reaches.
+
+- Tokens are charged at admission as an estimate: the input's characters (messages,
+  reasoning, tool calls, the tools' names, descriptions and schemas) over four, plus
+  `max_output_tokens` when the request sets it. When the response ends, the replica that
+  served it charges or gives back the difference to its usage (input plus output
+  tokens); a create refused after the charge (another bound, a publish that failed) is
+  given back whole.
+- Every create answer under a budget (JSON, SSE, and the 429 itself) carries the
+  headers OpenAI sends, for each limited kind (`requests`, `tokens`):
+  `x-ratelimit-limit-*`, `x-ratelimit-remaining-*` and `x-ratelimit-reset-*` (how long
+  until the budget is whole again, written `20ms`, `1.5s`, `6m0s`). A server without
+  limits sends none. A WebSocket has no headers for each create: a create past its
+  budget is an `error` event with the 429's body.
+- Past a budget, a 429 `rate_limit_exceeded` before anything is published, whose message
+  names the budget (`requests per min (RPM)` or `tokens per min (TPM)`, for this API key
+  or a key group), with `Retry-After` (seconds) and `retry-after-ms`: the official SDK
+  waits that long and retries by itself. A request whose estimate is more than the whole
+  budget can never run: a 429 `Request too large` without `Retry-After`.
+- If the bucket cannot be reached, requests go through uncounted (one warning in the
+  API's log, and another when counting resumes): a limiter does not take the service
+  down with it.
+
 ## Compaction
 
 Long agent sessions outgrow the model's context (8k tokens for the default model). Two

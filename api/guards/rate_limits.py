@@ -130,6 +130,11 @@ class RateLimiter:
         except (ContentionExceeded, JournalUnavailable) as error:
             log.warning("could not true up the rate limit of %s: %s", limits.whom, error)
 
+    async def settled(self) -> None:
+        """Until every true-up and refund started so far has been written (or given up)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
     def _keep(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coroutine)
         self._pending.add(task)

@@ -81,13 +81,20 @@ async def warmed(state: ApiState, built: BuiltRequest, stream_id: str | None, se
     worker has prefilled its prompt (`warm_request`); the response is the connection's
     alone. A warm-up that fails or is cut only loses the cache: the answer is the same."""
     warm = warm_request(built.event)
+    # A prefill costs the worker as a generated turn's does: it spends the owner's budget
+    # (past it, the 429 error event a create gets).
+    charge = await state.rate_limiter.admit(warm)
     try:
         live = await open_live_response(state.journal, state.admission, warm, None,
                                         state.drain, claim=False)
+        if charge is not None:
+            live.on_end = charge.true_up
         async with live.serving(cancel_unfinished=True):
             async for _ in live:
                 pass  # its one token is nobody's
     except APIError as error:  # the replica or its owner at their bound: no warm-up
+        if charge is not None:
+            charge.refund()
         log.info("not warming for %s: %s", built.event.response_id, error.message)
     fold, event = ResponseFold(), built.event
     finished = GenerationFinished(response_id=event.response_id, seq=event.seq + 1,

@@ -4,7 +4,6 @@ and the refund, and a limiter whose bucket cannot be reached letting requests th
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from pathlib import Path
@@ -100,7 +99,7 @@ async def test_headers_count_down_then_429_with_retry_after(nats_server: Embedde
         # A create that never ran gives its request back.
         second.refund()
         second.refund()  # once
-        await asyncio.sleep(0.2)
+        await limiter.settled()
         third = await limiter.admit(create(key_owner("key-a")))
         assert third is not None and third.headers["x-ratelimit-remaining-requests"] == "0"
     finally:
@@ -117,7 +116,7 @@ async def test_tokens_are_trued_up_to_the_usage(nats_server: EmbeddedNats) -> No
         assert charge.headers["x-ratelimit-remaining-tokens"] == "400"
         assert "x-ratelimit-limit-requests" not in charge.headers  # no RPM set
         charge.true_up(Usage(input_tokens=120, output_tokens=30))
-        await asyncio.sleep(0.2)
+        await limiter.settled()
         after = await limiter.admit(create(owner, "", max_output_tokens=None))
         assert after is not None
         # 150 spent in all (the true usage), give or take what refilled meanwhile.
