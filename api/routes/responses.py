@@ -25,6 +25,7 @@ from api.guards.rate_limits import Charge, label
 from api.lowering.encrypted_content import sealer_for
 from api.lowering.request_event import request_event
 from api.metrics import ResponseTimer
+from api.routes.turn_state import follow_turn, presented_turn, turn_state_header
 from api.schema.body import read_request
 from api.state import api_state
 from api.streaming import background_reply, json_reply, live_sse_reply, open_live_response
@@ -46,6 +47,8 @@ async def create_response(
     event = await request_event(store, journal, settings, body, owner, content_keys)
     claim = body.request_id is not None
     state = api_state(request)
+    turn = presented_turn(request, state, owner)
+    follow_turn(state, event.response_id, turn)
     charge = await state.rate_limiter.admit(event)
     reply: Response
     try:
@@ -53,6 +56,8 @@ async def create_response(
                                    owner, event.response_id):
             if event.background and not event.stream:
                 reply = await background_reply(request, journal, event, traceparent, claim=claim)
+                reply.headers.update(turn_state_header(request, state, owner, event.response_id,
+                                                       turn))
                 return with_rate_limits(reply, charge)
             seal = sealer_for(body, content_keys, owner)
             live = await open_live_response(journal, admission, event, traceparent, drain,
@@ -66,14 +71,17 @@ async def create_response(
         live.on_end = charge.true_up
     log.info("accepted %s for %s", event.response_id, event.model,
              extra={"response_id": event.response_id, "trace_id": trace_id_of(traceparent)})
+    turn_header = turn_state_header(request, state, owner, event.response_id, turn)
     if event.stream:
         reply = live_sse_reply(live, settings, cancel_on_disconnect=not event.background)
+        reply.headers.update(turn_header)
         return with_rate_limits(reply, charge)
     try:
         reply = await json_reply(request, live, stored=event.store)
     except BaseException as error:
         label(error, charge)
         raise
+    reply.headers.update(turn_header)
     return with_rate_limits(reply, charge)
 
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, WebSocket
 
 from api.deps import check_api_key, owner_of
 from api.errors import APIError
+from api.routes.turn_state import presented_turn, turn_state_header
 from api.state import api_state
 from api.websocket.session import SocketSession
 
@@ -29,8 +30,14 @@ async def responses_socket(socket: WebSocket) -> None:
     except APIError as error:
         await refuse(socket, error)
         return
-    await socket.accept()
-    await SocketSession(socket, owner_of(socket)).run()
+    owner = owner_of(socket)
+    state = api_state(socket)
+    # Codex reads x-codex-turn-state off the handshake and presents it when it connects
+    # again within the turn: that connection's creates go where the turn runs.
+    turn = presented_turn(socket, state, owner)
+    header = turn_state_header(socket, state, owner, None, turn)
+    await socket.accept(headers=[(name.encode(), value.encode()) for name, value in header.items()])
+    await SocketSession(socket, owner, turn).run()
 
 
 async def refuse(socket: WebSocket, error: APIError) -> None:

@@ -19,6 +19,7 @@ from api.lowering.encrypted_content import sealer_for
 from api.lowering.history import Context, conversation_id_of
 from api.lowering.request_event import built_request
 from api.lowering.stored_items import input_item_dicts
+from api.lowering.turn_state import TurnState
 from api.schema.body import validated
 from api.schema.request import ResponsesRequest
 from api.state import api_state
@@ -41,10 +42,12 @@ class Lane:
 
 
 class SocketSession:
-    def __init__(self, socket: WebSocket, owner: str) -> None:
+    def __init__(self, socket: WebSocket, owner: str, turn: TurnState | None = None) -> None:
         self.state = api_state(socket)
         self.socket = socket
         self.owner = owner
+        # The turn the handshake's x-codex-turn-state named: each create follows it.
+        self.turn = turn
         self.settings = self.state.settings
         self.store = self.state.store
         self.chains = HeldChains(self.settings.ws_held_bytes)
@@ -140,6 +143,9 @@ class SocketSession:
             built = await built_request(self.store, state.journal, self.settings, request,
                                         self.owner, state.content_keys, self._chain(request))
             seal = sealer_for(built.body, state.content_keys, self.owner)
+            if self.turn is not None and state.cache_router is not None:
+                state.cache_router.follow_turn(built.event.response_id, self.turn.turn,
+                                               self.turn.worker)
             response = (await streamed(state, built, seal, create.stream_id, self.send)
                         if create.generate else await warmed(state, built, create.stream_id, self.send))
         except APIError as error:
