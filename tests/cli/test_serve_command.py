@@ -110,6 +110,19 @@ def test_configured_keys_make_no_file(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+def running(pids: set[int]) -> list[int]:
+    """Those of `pids` that still run (a zombie has ended; only its parent's wait is left)."""
+    left = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+        except FileNotFoundError:
+            continue
+        if "Z" not in state:
+            left.append(pid)
+    return left
+
+
 def test_a_sigterm_while_the_model_loads_stops_every_child(tmp_path: Path) -> None:
     """`spate serve` asked to stop before it is ready stops its worker, API and NATS
     instead of waiting out the load and leaving them behind."""
@@ -120,6 +133,7 @@ def test_a_sigterm_while_the_model_loads_stops_every_child(tmp_path: Path) -> No
     import time
 
     from cli.nats_server import free_port
+    from harness.waits import wait_for
 
     env = {**os.environ, "SPATE_NATS_STORE_DIR": str(tmp_path / "nats"),
            "SPATE_ENCRYPTION_KEYS": new_key()}
@@ -139,10 +153,7 @@ def test_a_sigterm_while_the_model_loads_stops_every_child(tmp_path: Path) -> No
         assert len(children) >= 3, children
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(timeout=120) == 0
-        time.sleep(0.5)
-        left = [pid for pid in children if Path(f"/proc/{pid}").exists()
-                and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]]
-        assert left == []
+        assert wait_for(lambda: not running(children), timeout=30), running(children)
     finally:
         if serve.poll() is None:
             serve.kill()

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from cli.nats_server import free_port
+from harness.waits import wait_for
 from tests.conftest import DEFAULT_MODEL, Stack
 from tests.journal.conftest import connect
 from tests.processes import SpateProcess, wait_http
@@ -78,7 +79,8 @@ def test_sigterm_drains_then_cuts_resumably(stack: Stack) -> None:
         assert all(event.wait(120) for event in started)
         api.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
-        time.sleep(0.5)
+        assert wait_for(lambda: httpx.get(f"{base_url}/ready", timeout=10).status_code == 503,
+                        timeout=30)  # draining
         refused = httpx.post(f"{base_url}/v1/responses", json={**body, "max_output_tokens": 2},
                              timeout=10)
         assert refused.status_code == 503, refused.text
@@ -99,7 +101,7 @@ def test_sigterm_drains_then_cuts_resumably(stack: Stack) -> None:
         # Its generation was not cancelled: the log keeps growing after the cut.
         response_id = long[0]["response"]["id"]
         seq_at_cut, cancelled = log_of(stack, response_id)
-        time.sleep(2)
+        assert wait_for(lambda: log_of(stack, response_id)[0] > seq_at_cut, 60, interval=0.5)
         seq_later, cancelled = log_of(stack, response_id)
         assert not cancelled and seq_later > seq_at_cut, (seq_at_cut, seq_later)
         cancel(stack, response_id)  # free the shared worker
@@ -159,7 +161,7 @@ def test_sigterm_cuts_a_resumed_stream_resumably(stack: Stack) -> None:
             assert resumer.process.wait(timeout=30) is not None
             # The response goes on: the other replica resumes it from where the cut left.
             seq_at_cut, cancelled = log_of(stack, response_id)
-            time.sleep(2)
+            assert wait_for(lambda: log_of(stack, response_id)[0] > seq_at_cut, 60, interval=0.5)
             seq_later, cancelled = log_of(stack, response_id)
             assert not cancelled and seq_later > seq_at_cut, (seq_at_cut, seq_later)
             url = (f"http://127.0.0.1:{creator_port}/v1/responses/{response_id}"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 from cli.nats_server import EmbeddedNats, free_port
 from events import ModelCard
 from events.subjects import EVENTS_STREAM, REQUESTS_STREAM, WORKERS_BUCKET
+from harness.waits import until
 from journal import Journal, JournalSettings
 from tests.processes import SpateProcess, wait_http
 
@@ -65,15 +65,6 @@ async def serve(journal: Journal, worker_id: str = "bounds-worker") -> None:
     await journal.registry.heartbeat(MODEL, worker_id)
 
 
-async def wait_until(predicate: Any, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await predicate():
-            return True
-        await asyncio.sleep(0.2)
-    return False
-
-
 def file_part(size: int) -> dict[str, Any]:
     data = base64.b64encode(b"x" * size).decode()
     return {"type": "input_file", "filename": "notes.txt", "file_data": data}
@@ -110,7 +101,7 @@ async def test_a_model_is_unavailable_once_its_heartbeat_is_older_than_spate_wor
     # No more heartbeats: the worker is gone without a word. Within the TTL (and the
     # API's few seconds of remembering a live model) it is unlisted, and a request for it
     # is a 503 rather than a wait for a worker that will never come.
-    assert await wait_until(lambda: _not(listed), WORKER_TTL_S + 10)
+    assert await until(lambda: _not(listed), WORKER_TTL_S + 10, 0.2)
     async with httpx.AsyncClient(base_url=bounded[1], timeout=10) as client:
         reply = await client.post("/v1/responses", json={"model": MODEL, "input": "hi"})
     assert reply.status_code == 503, reply.text
@@ -137,8 +128,8 @@ async def test_the_event_streams_keep_a_response_for_spate_events_max_age_s(
     async def held(stream: str) -> int:
         return int((await js.stream_info(stream)).state.messages)
 
-    assert await wait_until(lambda: _held_some(held), 10)
-    assert await wait_until(lambda: _held_none(held), EVENTS_MAX_AGE_S + 10)
+    assert await until(lambda: _held_some(held), 10, 0.2)
+    assert await until(lambda: _held_none(held), EVENTS_MAX_AGE_S + 10, 0.2)
 
 
 async def _held_some(held: Any) -> bool:

@@ -128,7 +128,7 @@ def test_a_connection_keeps_its_head_deadline_across_requests(
         for _ in range(int(2 * HEAD_TIMEOUT_S / (KEEP_ALIVE_S / 2)) + 1):
             sock.sendall(b"GET /health HTTP/1.1\r\nHost: spate\r\n\r\n")
             assert read_one(sock).startswith(b"HTTP/1.1 200")
-            time.sleep(KEEP_ALIVE_S / 2)
+            time.sleep(KEEP_ALIVE_S / 2)  # the point: idle, but within the keep-alive
 
 
 def test_connections_past_the_bound_get_503s(bounded_api: tuple[SpateProcess, int]) -> None:

@@ -7,6 +7,7 @@ import time
 
 import httpx
 
+from journal import JournalSettings
 from tests.conftest import DEFAULT_MODEL, MODEL_LOAD_TIMEOUT, Stack
 from tests.processes import SpateProcess, wait_for
 
@@ -18,7 +19,7 @@ def listed(stack: Stack) -> set[str]:
     return {model["id"] for model in reply.json()["data"]}
 
 
-def test_stopped_worker_means_503_within_two_seconds(stack: Stack) -> None:
+def test_a_stopped_workers_model_is_a_503_at_once(stack: Stack) -> None:
     spare = SpateProcess(
         ["worker", "--model", DEFAULT_MODEL, "--served-model-name", SPARE, "--max-num-seqs", "2"],
         {"SPATE_NATS_URL": stack.nats_url, "SPATE_WORKER_ID": "spare"}, "spare-worker",
@@ -27,13 +28,18 @@ def test_stopped_worker_means_503_within_two_seconds(stack: Stack) -> None:
         assert wait_for(lambda: SPARE in listed(stack) or not spare.alive(), MODEL_LOAD_TIMEOUT, 0.5)
         assert spare.alive(), spare.output()[-3000:]
         body = {"model": SPARE, "input": "Hi", "max_output_tokens": 2, "temperature": 0}
+        started = time.monotonic()
         served = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=120)
+        served_s = time.monotonic() - started
         assert served.status_code == 200, served.text
     finally:
         spare.stop()
     started = time.monotonic()
     reply = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=10)
-    assert time.monotonic() - started < 2.0
+    refused_s = time.monotonic() - started
+    # At once: sooner than the worker answered the same request, so waiting on no worker
+    # (the withdrawal it said on its way out is seen on the bus).
+    assert refused_s < served_s, (refused_s, served_s)
     assert reply.status_code == 503, reply.text
     assert reply.json()["error"]["param"] == "model"
     assert SPARE not in listed(stack)
@@ -55,7 +61,9 @@ def test_request_queued_for_a_dead_worker_fails_instead_of_hanging(stack: Stack)
                        json={"model": name, "input": "Hi", "max_output_tokens": 2}, timeout=60)
     assert reply.status_code == 503, reply.text
     assert reply.json()["error"]["code"] == "model_unavailable"
-    assert time.monotonic() - started < 15
+    # Once its liveness key has lapsed (the TTL), not after a queue's ack wait (30 s) or
+    # the client's timeout.
+    assert time.monotonic() - started < 1.5 * JournalSettings().worker_ttl_s
 
 
 def test_a_stream_whose_last_worker_dies_ends_with_worker_lost(stack: Stack) -> None:

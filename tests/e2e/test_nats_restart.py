@@ -58,7 +58,7 @@ def test_an_open_stream_rides_through_a_nats_restart() -> None:
                     if sum(e["type"] == "response.output_text.delta" for e in events) == 10:
                         break
             server.stop()
-            time.sleep(1.0)
+            time.sleep(1.0)  # the point: NATS stays away a while, mid-stream
             server = EmbeddedNats(port=server.port, store_dir=data).start()
             restarted = time.monotonic()
             arrivals = [restarted]

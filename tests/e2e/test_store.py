@@ -3,6 +3,7 @@ the session's worker. Stored responses read back through the official SDK in str
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -13,7 +14,11 @@ from openai import NotFoundError, OpenAI
 
 from cli.nats_server import free_port
 from cli.redis_server import EmbeddedRedis
+from events import GenerationFailed, GenerationFinished
+from harness.waits import wait_for
 from tests.conftest import DEFAULT_MODEL, Stack
+from tests.e2e.test_store_failures import projection_lag
+from tests.journal.conftest import connect
 from tests.processes import SpateProcess, wait_http
 
 KEYS = "key-alice,key-bob"
@@ -59,6 +64,19 @@ def wait_status(client: OpenAI, response_id: str, statuses: tuple[str, ...], tim
     raise TimeoutError(f"{response_id} not in {statuses}: {response.status}")
 
 
+def log_ended(stack: Stack, response_id: str) -> bool:
+    """Whether the response's log holds its terminal event."""
+    async def read() -> list[object]:
+        journal = await connect(stack.nats_url, name="store-test")
+        try:
+            return list(await journal.read_log(response_id))
+        finally:
+            await journal.close()
+
+    log = asyncio.run(read())
+    return bool(log) and isinstance(log[-1], (GenerationFinished, GenerationFailed))
+
+
 def test_store_off_answers_clearly(stack: Stack) -> None:
     reply = httpx.get(f"{stack.base_url}/v1/responses/resp_nothing", timeout=10)
     assert reply.status_code == 404
@@ -94,7 +112,8 @@ def test_store_false_is_never_written(replicas: list[str]) -> None:
     created = client.responses.create(model=DEFAULT_MODEL, input="Hi", max_output_tokens=2,
                                       store=False)
     assert created.store is False
-    time.sleep(0.5)
+    # Once the store has applied every event in the log, this response's among them.
+    assert wait_for(lambda: projection_lag(replicas[0]) == 0, timeout=60, interval=0.2)
     with pytest.raises(NotFoundError):
         client.responses.retrieve(created.id)
 
@@ -107,7 +126,7 @@ def test_other_keys_see_nothing(replicas: list[str]) -> None:
         sdk(replicas[1], "key-bob").responses.retrieve(created.id)
 
 
-def test_background_polls_to_the_end_and_cancel_stays(replicas: list[str]) -> None:
+def test_background_polls_to_the_end_and_cancel_stays(stack: Stack, replicas: list[str]) -> None:
     client = sdk(replicas[0])
     queued = client.responses.create(model=DEFAULT_MODEL, input="Count to five.",
                                       max_output_tokens=6, background=True, temperature=0)
@@ -124,7 +143,9 @@ def test_background_polls_to_the_end_and_cancel_stays(replicas: list[str]) -> No
     cancelled = client.responses.cancel(long.id)
     assert cancelled.status == "cancelled"
     assert client.responses.cancel(long.id).status == "cancelled"
-    time.sleep(1.0)
+    # The worker's own end of it, once in the log and applied by the store, changes nothing.
+    assert wait_for(lambda: log_ended(stack, long.id) and projection_lag(replicas[0]) == 0,
+                    timeout=120, interval=0.5)
     assert client.responses.retrieve(long.id).status == "cancelled"
 
 

@@ -17,6 +17,7 @@ from cli.nats_server import EmbeddedNats
 from events import GenerationFinished, GenerationStarted, TokensGenerated, Usage
 from events.subjects import EVENTS_STREAM
 from examples.token_ledger import TokenLedger, run
+from harness.waits import until
 from journal import Journal, JournalSettings
 from tests.journal.conftest import connect
 from tests.journal.test_log_reader import request
@@ -60,16 +61,6 @@ def check(db: str, count: int) -> None:
         ledger.close()
 
 
-async def until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.05)
-    return predicate()
-
-
 def finished(db: str, count: int) -> Callable[[], bool]:
     def done() -> bool:
         ledger = TokenLedger(db)
@@ -90,7 +81,7 @@ async def test_each_token_counts_once_across_restarts_and_redeliveries(tmp_path:
             await write_responses(journal, range(4))  # before the ledger's first run
             stop = asyncio.Event()
             ledger = asyncio.create_task(run(settings, db, stop, name=NAME, ack_wait_s=2))
-            assert await until(finished(db, 4))
+            assert await until(finished(db, 4), 30)
             stop.set()
             await asyncio.wait_for(ledger, 20)
             check(db, 4)
@@ -101,9 +92,9 @@ async def test_each_token_counts_once_across_restarts_and_redeliveries(tmp_path:
             await journal.connection.require().delete_consumer(EVENTS_STREAM, NAME)
             stop = asyncio.Event()
             ledger = asyncio.create_task(run(settings, db, stop, name=NAME, ack_wait_s=2))
-            assert await until(finished(db, 8))
+            assert await until(finished(db, 8), 30)
             await write_responses(journal, range(8, 10))  # and while it runs
-            assert await until(finished(db, 10))
+            assert await until(finished(db, 10), 30)
             stop.set()
             await asyncio.wait_for(ledger, 20)
             check(db, 10)

@@ -5,13 +5,13 @@ a test that reads them nowhere else shows that readers see only what was stored.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from dataclasses import dataclass
 from typing import Any
 
 from events import GenerationFinished, GenerationStarted, TokensGenerated, Usage, decode
 from events.subjects import events_subject
+from harness.waits import until
 from journal import Fenced, Journal
 
 STALE_TEXT = "STALE "
@@ -26,16 +26,6 @@ class TakeOver:
     stale_sent: int
     # Of them, those a plain subscriber of `spate.events.<id>` received.
     stale_witnessed: int
-
-
-async def wait_for(predicate: Any, timeout: float = 20.0) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.02)
-    return bool(predicate())
 
 
 async def take_over_under_a_stale_writer(
@@ -72,7 +62,7 @@ async def take_over_under_a_stale_writer(
             raise AssertionError("the stale writer was not fenced out")
         sent = stale.next_seq - first_stale
         # Every refused event has crossed the bus before the new holder writes its own.
-        await wait_for(lambda: len(stale_seen) >= sent)
+        await until(lambda: len(stale_seen) >= sent, 20)
 
         fresh = new.writer(response_id, next_seq, lease)
         await fresh.publish(GenerationStarted, worker_id="new", input_tokens=1,

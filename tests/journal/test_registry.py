@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-
 from events import ModelCard, ModelLoadFailure
+from harness.waits import until
 from journal import Journal
 
 
@@ -45,21 +43,12 @@ async def test_liveness_follows_heartbeats_and_withdrawals_without_a_read(journa
     assert not await journal.registry.is_live("pushed-model")  # starts following writes
 
     await journal.registry.heartbeat(card.name, "worker-a")
-    assert await wait_until(lambda: "pushed-model" in journal.registry._live_seen)
+    assert await until(lambda: "pushed-model" in journal.registry._live_seen, 5)
     assert await journal.registry.is_live("pushed-model")
 
     await journal.registry.withdraw(card.name, "worker-a")
-    assert await wait_until(lambda: "pushed-model" not in journal.registry._live_seen)
+    assert await until(lambda: "pushed-model" not in journal.registry._live_seen, 5)
     assert not await journal.registry.is_live("pushed-model")
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            return False
-        await asyncio.sleep(0.01)
-    return True
 
 
 async def test_a_load_failure_is_kept_until_a_worker_loads_the_model(journal: Journal) -> None:

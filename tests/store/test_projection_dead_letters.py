@@ -11,6 +11,7 @@ import pytest
 
 from cli.nats_server import EmbeddedNats
 from cli.redis_server import EmbeddedRedis
+from harness.waits import until
 from journal import Journal, JournalSettings
 from store.projector import DURABLE_NAME, MAX_TRIES, Projector
 from store.redis_store import RedisStore
@@ -26,13 +27,6 @@ def servers() -> Iterator[tuple[EmbeddedNats, EmbeddedRedis]]:
 async def _stored_log(journal: Journal, events: list[object]) -> None:
     for event in events:
         await journal.write(event)
-
-
-async def _until(check: object, timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.1)
 
 
 async def test_a_poisoned_response_is_dead_lettered_and_the_others_go_on(
@@ -65,10 +59,10 @@ async def test_a_poisoned_response_is_dead_lettered_and_the_others_go_on(
             return any(record["response_id"] == poisoned for record in await store.dead_letters())
 
         started = asyncio.get_running_loop().time()
-        await _until(good_done)
+        assert await until(good_done, 30)
         # Not held up by the poisoned response's retries (a second apart each).
         assert asyncio.get_running_loop().time() - started < MAX_TRIES
-        await _until(dead_lettered)
+        assert await until(dead_lettered, 30)
         record = next(r for r in await store.dead_letters() if r["response_id"] == poisoned)
         assert record["seq"] == 0 and "appears twice" in record["error"]
         assert await store.get_response(poisoned) is None
@@ -77,7 +71,7 @@ async def test_a_poisoned_response_is_dead_lettered_and_the_others_go_on(
             backlog = await journal.feed_backlog(DURABLE_NAME)
             return backlog is not None and backlog.pending == 0 and backlog.ack_pending == 0
 
-        await _until(drained)
+        assert await until(drained, 30)
     finally:
         await projector.stop()
         await store.close()

@@ -16,6 +16,7 @@ from cli.nats_server import EmbeddedNats
 from cli.redis_server import EmbeddedRedis
 from events import GenerationFinished, TokensGenerated, fold
 from events.subjects import EVENTS_STREAM, events_subject
+from harness.waits import until
 from journal import Journal
 from store.projector import Projector
 from store.redis_store import RedisStore
@@ -81,7 +82,7 @@ async def test_a_lost_store_is_rebuilt_from_the_log(
         async def projected() -> bool:
             return all([await store.next_seq(rid) == n for rid, n in expected_next.items()])
 
-        assert await until(projected)
+        assert await until(projected, 30)
         before = {rid: await snapshot(store, rid) for rid in [*complete, running]}
         assert await snapshot(store, unstored) is None
 
@@ -123,7 +124,7 @@ async def test_a_lost_store_is_rebuilt_from_the_log(
             found = await store.get_response(running)
             return found is not None and found.status == "completed"
 
-        assert await until(finished)
+        assert await until(finished, 30)
         whole = await journal.read_log(running)
         assert (await store.get_response(running)).response == fold(whole).response()  # type: ignore[union-attr]
         assert await store.dead_letters() == []
@@ -131,14 +132,4 @@ async def test_a_lost_store_is_rebuilt_from_the_log(
         await projector.stop()
         await store.close()
         await journal.close()
-
-
-async def until(predicate: Any, timeout: float = 30.0) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if await predicate():
-            return True
-        await asyncio.sleep(0.05)
-    return bool(await predicate())
 
