@@ -94,3 +94,43 @@ def test_a_turn_stays_on_one_worker_across_replicas(replicas: tuple[str, list[st
         opened = create(urls[0], KEYS[0])
         followed = create(urls[1], KEYS[0], opened.headers[HEADER])
         assert served_by(nats_url, followed) == served_by(nats_url, opened)
+
+
+def test_a_websocket_that_presents_the_token_follows_the_turn(
+    replicas: tuple[str, list[str]],
+) -> None:
+    nats_url, urls = replicas
+    token = create(urls[0], KEYS[0]).headers[HEADER]
+    turn_worker = served_by(nats_url, create(urls[0], KEYS[0], token))
+
+    async def over_socket(presented: str | None) -> tuple[str | None, str]:
+        headers = {"Authorization": f"Bearer {KEYS[0]}", **({HEADER: presented} if presented else {})}
+        url = urls[1].replace("http://", "ws://") + "/v1/responses"
+        async with connect(url, additional_headers=headers, max_size=None) as socket:
+            handshake = socket.response.headers.get(HEADER) if socket.response else None
+            await socket.send(json.dumps({
+                "type": "response.create", "model": NAME, "input": "Say one word.",
+                "temperature": 0, "max_output_tokens": 2, "store": False}))
+            while True:
+                event: dict[str, Any] = json.loads(await asyncio.wait_for(socket.recv(), TIMEOUT_S))
+                if event["type"] in ("response.completed", "response.incomplete"):
+                    return handshake, str(event["response"]["id"])
+                assert event["type"] != "error" and event["type"] != "response.failed", event
+
+    handshake, response_id = asyncio.run(over_socket(token))
+    assert handshake == token
+    assert worker_of(Stack(nats_url, "", None), response_id) == [turn_worker]  # type: ignore[arg-type]
+    fresh, _ = asyncio.run(over_socket(None))
+    assert fresh and fresh != token
+
+
+@pytest.mark.parametrize("presented", ["forged", "other-owner", "oversized"])
+def test_a_token_that_is_not_the_callers_is_ignored(
+    replicas: tuple[str, list[str]], presented: str,
+) -> None:
+    _, urls = replicas
+    token = create(urls[0], KEYS[0]).headers[HEADER]
+    sent = {"forged": "spate0.eyJ0IjogIngifQ==", "other-owner": token,
+            "oversized": "x" * 4000}[presented]
+    reply = create(urls[1], KEYS[1], sent)  # a 200 all the same, with a token of its own
+    assert reply.headers[HEADER] not in (sent, token)
