@@ -36,6 +36,7 @@ class KernelOps:
     paged_decode_attention: Callable[..., Any]
     prefill_attention: Callable[..., Any]
     apply_logits_processors: Callable[..., Any]
+    moe_experts: Callable[..., Any]
 
 
 OPS: tuple[str, ...] = tuple(field.name for field in fields(KernelOps) if field.name != "backend")

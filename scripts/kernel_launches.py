@@ -52,7 +52,8 @@ def launch_examples(shape: ModelShape, dtype: torch.dtype) -> dict[str, tuple[st
     Five prefill tokens in two sequences; decode runs once for two sequences with a short
     block table (one program per KV head) and once for one sequence with a long one (split
     across programs, then merged); both attention ops again with a sliding window (Mistral's
-    4096 keys, gpt-oss's 128 for the split); the sampler's kernel with and without logit_bias.
+    4096 keys, gpt-oss's 128 for the split); a mixture-of-experts layer's experts; the
+    sampler's kernel with and without logit_bias.
     """
     heads, kv_heads, head_dim = shape.num_heads, shape.num_kv_heads, shape.head_dim
     hidden, intermediate = shape.hidden_size, shape.intermediate_size
@@ -92,6 +93,14 @@ def launch_examples(shape: ModelShape, dtype: torch.dtype) -> dict[str, tuple[st
              zeros(tokens, of=torch.int64), zeros(64, head_dim)),
         ),
         "silu_and_mul": ("silu_and_mul", (zeros(tokens, 2 * intermediate),)),
+        # A mixture-of-experts layer's experts (Qwen3-MoE's shape: experts narrower than a
+        # dense MLP, here a quarter of the hidden size), two of four per token.
+        "moe_experts": (
+            "moe_experts",
+            (zeros(tokens, hidden), zeros(4, hidden // 2, hidden), zeros(4, hidden, hidden // 4),
+             torch.tensor([[0, 1], [1, 2], [2, 3], [3, 0], [0, 2]][:tokens]),
+             zeros(tokens, 2, of=torch.float32)),
+        ),
         "store_kv_cache": (
             "store_kv_cache",
             (zeros(tokens, kv_heads, head_dim), zeros(tokens, kv_heads, head_dim), cache,

@@ -53,6 +53,15 @@ class ModelConfig:
     logits_scaling: float = 1.0
     # Gemma 3 (where set): logits = cap * tanh(logits / cap).
     final_logit_softcapping: float | None = None
+    # Mixture of experts (qwen3_moe): experts per sparse layer, how many each token is
+    # routed to, each expert's SwiGLU width, and whether the chosen experts' softmax
+    # weights are renormalized to sum to 1. 0 experts: every layer is a dense MLP.
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    norm_topk_prob: bool = False
+    # Per layer, whether its MLP is the sparse expert block; empty: all, where num_experts.
+    moe_layers: tuple[bool, ...] = ()
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
@@ -81,12 +90,20 @@ class ModelConfig:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
         if self.rms_norm_eps <= 0 or self.rope_theta <= 0:
             raise ValueError("rms_norm_eps and rope_theta must be positive")
-        for name in ("layer_types", "rope_layers"):
+        for name in ("layer_types", "rope_layers", "moe_layers"):
             value = getattr(self, name)
             if value and len(value) != self.num_layers:
                 raise ValueError(f"{name} must name all {self.num_layers} layers, got {len(value)}")
         if set(self.layer_types) - {FULL, SLIDING}:
             raise ValueError(f"layer_types must be {FULL!r} or {SLIDING!r}, got {self.layer_types}")
+        if self.num_experts and not (
+            0 < self.num_experts_per_tok <= self.num_experts and self.moe_intermediate_size > 0
+        ):
+            raise ValueError(
+                f"{self.num_experts} experts need 1 to {self.num_experts} experts per token and "
+                f"a positive moe_intermediate_size, got {self.num_experts_per_tok} and "
+                f"{self.moe_intermediate_size}"
+            )
         if self.sliding_window is not None and self.sliding_window <= 0:
             raise ValueError(f"sliding_window must be positive, got {self.sliding_window}")
         if not 0 < self.partial_rotary_factor <= 1 or self.rotary_dim % 2:
@@ -106,7 +123,7 @@ class ModelConfig:
     @property
     def uses_qk_norm(self) -> bool:
         """Qwen3 and Gemma 3 normalize each query and key head (RMSNorm over head_dim) before rope."""
-        return self.architecture in ("qwen3", "gemma3")
+        return self.architecture in ("qwen3", "qwen3_moe", "gemma3")
 
     @property
     def rotary_dim(self) -> int:
@@ -118,6 +135,10 @@ class ModelConfig:
     def layer_window(self, layer: int) -> int | None:
         """The sliding window of one layer, None where it attends to the whole context."""
         return self.sliding_window if self.is_sliding(layer) else None
+
+    def is_moe(self, layer: int) -> bool:
+        """Whether a layer's MLP is the sparse expert block rather than a dense one."""
+        return self.num_experts > 0 and (not self.moe_layers or self.moe_layers[layer])
 
     def layer_uses_rope(self, layer: int) -> bool:
         return not self.rope_layers or self.rope_layers[layer]

@@ -27,6 +27,11 @@ _LAYER_NAMES = {
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
+    # A mixture-of-experts layer: the router, and every expert's projection in one 3-D tensor.
+    "ffn_gate_inp": "mlp.gate",
+    "ffn_gate_exps": "mlp.experts.gate_proj",
+    "ffn_up_exps": "mlp.experts.up_proj",
+    "ffn_down_exps": "mlp.experts.down_proj",
 }
 # Where a family's layer names mean something else.
 _FAMILY_LAYER_NAMES = {
@@ -126,6 +131,8 @@ def _family_fields(header: GgufHeader, arch: str, layers: int, names: set[str],
         fields["sliding_window"] = int(window)
     if arch == "smollm3":
         fields["rope_layers"] = tuple((i + 1) % 4 != 0 for i in range(layers))
+    if arch == "qwen3moe":
+        fields.update(_experts(header, arch, layers, names))
     if arch == "granite":
         fields["attention_scale"] = float(header.get(f"{arch}.attention.scale", head_dim**-0.5))
         fields["embedding_multiplier"] = float(header.get(f"{arch}.embedding_scale", 1.0))
@@ -138,6 +145,18 @@ def _family_fields(header: GgufHeader, arch: str, layers: int, names: set[str],
         "blk.0.attn_q.bias" in names or "blk.0.attn_qkv.bias" in names
     )
     return fields
+
+
+def _experts(header: GgufHeader, arch: str, layers: int, names: set[str]) -> dict[str, Any]:
+    """llama.cpp renormalizes the chosen experts' weights of every qwen3moe file; a layer
+    is sparse where the file holds its router."""
+    return {
+        "num_experts": int(_required(header, f"{arch}.expert_count")),
+        "num_experts_per_tok": int(_required(header, f"{arch}.expert_used_count")),
+        "moe_intermediate_size": int(_required(header, f"{arch}.expert_feed_forward_length")),
+        "norm_topk_prob": True,
+        "moe_layers": tuple(f"blk.{i}.ffn_gate_inp.weight" in names for i in range(layers)),
+    }
 
 
 def _required(header: GgufHeader, key: str) -> Any:

@@ -70,7 +70,8 @@ def _read_quantized(reader: gguf.GGUFReader, config: ModelConfig) -> QuantizedTe
     permuted = _permuted(reader)
     for tensor in reader.tensors:
         kind = tensor.tensor_type.name
-        if kind not in SUPPORTED_TYPES or tensor.name in ROPE_TENSORS:
+        if kind not in SUPPORTED_TYPES or tensor.name in ROPE_TENSORS or len(tensor.shape) != 2:
+            # 3-D expert tensors stay dense: the experts' op reads them stacked.
             continue
         name = hf_name(tensor.name, config.architecture)
         columns, rows = (int(size) for size in tensor.shape)  # GGUF lists the fastest axis first

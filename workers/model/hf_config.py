@@ -94,11 +94,26 @@ def _smollm3(raw: dict[str, Any]) -> dict[str, Any]:
     return {"rope_layers": tuple(bool(flag) for flag in flags)}
 
 
+def _qwen3_moe(raw: dict[str, Any]) -> dict[str, Any]:
+    layers = int(raw["num_hidden_layers"])
+    step = int(raw.get("decoder_sparse_step") or 1)
+    dense = set(raw.get("mlp_only_layers") or ())
+    return {
+        # transformers 5 writes `num_local_experts`, the published checkpoints `num_experts`.
+        "num_experts": int(raw.get("num_experts") or raw.get("num_local_experts") or 0),
+        "num_experts_per_tok": int(raw["num_experts_per_tok"]),
+        "moe_intermediate_size": int(raw["moe_intermediate_size"]),
+        "norm_topk_prob": bool(raw.get("norm_topk_prob", False)),
+        "moe_layers": tuple(i not in dense and (i + 1) % step == 0 for i in range(layers)),
+    }
+
+
 # What each family reads beyond the Llama fields.
 _FAMILY_FIELDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "llama": lambda raw: {},
     "mistral": lambda raw: {},
     "qwen3": lambda raw: {},
+    "qwen3_moe": _qwen3_moe,
     "qwen2": lambda raw: {"qkv_bias": True},
     "phi3": lambda raw: {},
     "gemma3": _gemma3,
