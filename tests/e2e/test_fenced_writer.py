@@ -18,6 +18,7 @@ import pytest
 
 from cli.nats_server import EmbeddedNats, free_port
 from events import ModelCard
+from harness.waits import until
 from journal import Journal
 from tests.e2e.replay import _COMMENT as COMMENT
 from tests.e2e.replay import rendered
@@ -26,7 +27,6 @@ from tests.journal.stale_writer import (
     STALE_TEXT,
     STORED_TEXT,
     take_over_under_a_stale_writer,
-    wait_for,
 )
 from tests.nats_cluster import NatsCluster
 from tests.processes import SpateProcess, wait_http
@@ -90,7 +90,7 @@ async def test_a_fenced_writers_events_never_reach_an_sse_client(
     client = asyncio.create_task(stream(served[2], raw))
     try:
         # The API stores the log's seq 0 before its first SSE event.
-        assert await wait_for(lambda: bool(events_in(raw)) or client.done(), 30), raw
+        assert await until(lambda: bool(events_in(raw)) or client.done(), 30), raw
         response_id = events_in(raw)[0]["response"]["id"]
         took = await take_over_under_a_stale_writer(old, new, witness, response_id)
         await asyncio.wait_for(client, 60)

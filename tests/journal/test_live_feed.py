@@ -21,13 +21,13 @@ from events.subjects import (
     LIVE_EVENTS_SUBJECT_PREFIX,
     live_events_subject,
 )
+from harness.waits import until
 from journal import Journal, LogFollower
 from tests.journal.conftest import connect
 from tests.journal.stale_writer import (
     STALE_TEXT,
     STORED_TEXT,
     take_over_under_a_stale_writer,
-    wait_for,
 )
 from tests.journal.test_log_reader import request
 from tests.nats_cluster import NatsCluster
@@ -116,7 +116,7 @@ async def test_one_subscription_carries_every_followed_response() -> None:
             twin = await journal.follow(rids[0])
             assert journal.live_feed.following == len(rids)
             only_live = [f"{LIVE_EVENTS_SUBJECT_PREFIX}.>"]
-            assert await wait_for(lambda: subscriptions() == only_live), subscriptions()
+            assert await until(lambda: subscriptions() == only_live, 20), subscriptions()
             for index, rid in enumerate(rids):
                 await journal.publish_request(request(rid))
                 writer = journal.writer(rid, 1, await journal.take_lease(rid))
@@ -158,7 +158,7 @@ async def test_a_stream_declared_without_live_subjects_gets_them() -> None:
                 await nc.subscribe(f"{LIVE_EVENTS_SUBJECT_PREFIX}.>", cb=on_live)
                 await nc.flush()
                 await journal.publish_request(request("resp_upgraded"))
-                assert await wait_for(lambda: live == [live_events_subject("resp_upgraded")])
+                assert await until(lambda: live == [live_events_subject("resp_upgraded")], 20)
             finally:
                 await journal.close()
         finally:
