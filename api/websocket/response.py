@@ -79,10 +79,10 @@ async def warmed(state: ApiState, built: BuiltRequest, stream_id: str | None, se
     """`generate: false`: the request checked and lowered as for a generated turn, its
     history then held by the connection under a response id, with no output, once a
     worker has prefilled its prompt (`warm_request`); the response is the connection's
-    alone. A warm-up that fails or is cut only loses the cache: the answer is the same."""
+    alone. A warm-up that fails or is cut only loses the cache: the answer is the same. It
+    spends the owner's rate-limit budget as a generated turn does (a prefill costs the worker
+    as much): past it, the create is the 429 error event any create gets."""
     warm = warm_request(built.event)
-    # A prefill costs the worker as a generated turn's does: it spends the owner's budget
-    # (past it, the 429 error event a create gets).
     charge = await state.rate_limiter.admit(warm)
     try:
         live = await open_live_response(state.journal, state.admission, warm, None,

@@ -23,7 +23,8 @@ from tests.conftest import DEFAULT_MODEL, Stack
 from tests.processes import SpateProcess, wait_http
 
 SHORT = {"model": DEFAULT_MODEL, "input": "Hi", "max_output_tokens": 2}
-KEYS = ["key-alice", "key-bob", "key-team-1", "key-team-2", "key-sdk", "key-socket"]
+KEYS = ["key-alice", "key-bob", "key-team-1", "key-team-2", "key-sdk", "key-socket",
+        "key-warm"]
 GROUPS = {
     "team": {"keys": ["key-team-1", "key-team-2"], "rpm": 3},
     # 10 tokens a second: a spent budget fits a small request again within seconds.
@@ -157,6 +158,29 @@ def test_socket_creates_spend_the_keys_budget(replicas: tuple[str, str]) -> None
     assert past["error"]["code"] == "rate_limit_exceeded"
     assert "requests per min (RPM)" in past["error"]["message"]
     refused(create(one, "key-socket"), "requests per min (RPM) for this API key")
+
+
+def test_socket_warm_ups_spend_the_keys_budget(replicas: tuple[str, str]) -> None:
+    """A `generate: false` create prefills on a worker as a turn does: it is charged."""
+    one, two = replicas
+
+    async def warm_up() -> list[str]:
+        kinds = []
+        url = f"{two.replace('http', 'ws', 1)}/v1/responses"
+        async with connect(url, additional_headers=bearer("key-warm")) as socket:
+            for _ in range(4):
+                await socket.send(json.dumps({"type": "response.create", "generate": False,
+                                              **SHORT}))
+                while True:
+                    event = json.loads(await asyncio.wait_for(socket.recv(), 60))
+                    if event["type"] in ("response.completed", "error"):
+                        kinds.append(event["type"] if event["type"] != "error"
+                                     else f"error {event['status']}")
+                        break
+        return kinds
+
+    assert asyncio.run(warm_up()) == ["response.completed"] * 3 + ["error 429"]
+    refused(create(one, "key-warm"), "requests per min (RPM) for this API key")
 
 
 def test_no_headers_where_no_limit_applies(stack: Stack) -> None:
